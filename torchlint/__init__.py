@@ -1,0 +1,3 @@
+"""torchlint: static checks for PyTorch memory and autograd mistakes."""
+
+__version__ = "0.1.0"

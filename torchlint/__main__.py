@@ -1,0 +1,3 @@
+from torchlint.cli import run
+
+run()

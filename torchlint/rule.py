@@ -1,0 +1,91 @@
+"""The base class every rule subclasses.
+
+A rule is one small class: its code, name, message, fix hint, the source tokens a file must
+contain for the rule to possibly match, its documentation (the docstring, in ruff's shape) and a
+few VALID / INVALID snippets that double as tests and as the docs' examples. Rules implement
+``visit_<StatementType>(node, ctx)`` methods; the engine calls them for every statement of that
+libcst type, with the statement's context (see ``torchlint.analysis``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from torchlint.analysis import Analysis
+
+_CODE_RE = re.compile(r"^TL\d{3}$")
+_NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+class Report:
+    __slots__ = ("node", "rule", "message", "fix")
+
+    def __init__(self, node: Any, rule: type[Rule], message: str, fix: str | None) -> None:
+        self.node = node
+        self.rule = rule
+        self.message = message
+        self.fix = fix
+
+
+class Rule:
+    CODE: ClassVar[str]
+    NAME: ClassVar[str]
+    MESSAGE: ClassVar[str]
+    FIX: ClassVar[str | None] = None
+    # A file that contains none of these substrings cannot produce a finding of this rule and
+    # is not parsed for it. Keep the list generous: a missing token silently loses findings.
+    TOKENS: ClassVar[tuple[str, ...]] = ()
+    ENABLED_BY_DEFAULT: ClassVar[bool] = True
+    # What the runtime verifier checks, in one sentence (shown in rule pages and `verify`).
+    CLAIM: ClassVar[str] = ""
+    VALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[str]] = []
+
+    def __init__(self, analysis: Analysis, reports: list[Report], options: dict | None = None) -> None:
+        self.analysis = analysis
+        self._reports = reports
+        self.options = options or {}
+
+    def report(self, node: Any, message: str | None = None, fix: str | None = None) -> None:
+        self._reports.append(Report(node, type(self), message or self.MESSAGE, fix or self.FIX))
+
+    def code(self, node: Any) -> str:
+        """Source text of a node, for messages."""
+        return self.analysis.code(node)
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first sentence of "What it does", for tables and SARIF shortDescription."""
+        doc = cls.documentation()
+        match = re.search(r"## What it does\s+(.+?)(?:\n\n|$)", doc, re.S)
+        text = " ".join((match.group(1) if match else doc).split())
+        return text.split(". ")[0].rstrip(".")
+
+    @classmethod
+    def check_definition(cls) -> list[str]:
+        """Problems with the rule's own declaration (tested for every rule)."""
+        problems = []
+        if not _CODE_RE.match(getattr(cls, "CODE", "")):
+            problems.append("CODE must look like TL123")
+        if not _NAME_RE.match(getattr(cls, "NAME", "")):
+            problems.append("NAME must be kebab-case")
+        if not getattr(cls, "MESSAGE", ""):
+            problems.append("MESSAGE is empty")
+        if cls.MESSAGE.endswith("."):
+            problems.append("MESSAGE must not end with a period")
+        if not cls.TOKENS:
+            problems.append("TOKENS is empty")
+        doc = cls.documentation()
+        for heading in ("## What it does", "## Why is this bad?"):
+            if heading not in doc:
+                problems.append(f"docstring lacks {heading!r}")
+        if not cls.VALID or not cls.INVALID:
+            problems.append("VALID and INVALID examples are required")
+        return problems
