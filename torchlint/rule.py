@@ -52,9 +52,9 @@ class Rule:
     def report(self, node: Any, message: str | None = None, fix: str | None = None) -> None:
         self._reports.append(Report(node, type(self), message or self.MESSAGE, fix or self.FIX))
 
-    def code(self, node: Any) -> str:
-        """Source text of a node, for messages."""
-        return self.analysis.code(node)
+    def code(self, node: Any, limit: int = 80) -> str:
+        """Source text of a node on one line, shortened to ``limit`` characters, for messages."""
+        return self.analysis.code(node, limit)
 
     @classmethod
     def documentation(cls) -> str:

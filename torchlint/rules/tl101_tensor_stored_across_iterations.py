@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, storage_key
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+# method -> index of the stored argument
+STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
+CONTAINER_FACTORIES = frozenset({"dict", "list", "defaultdict", "OrderedDict", "deque"})
+
+
+class TensorStoredAcrossIterations(Rule):
+    """
+    ## What it does
+    Finds tensors still attached to the autograd graph (model outputs, losses and anything
+    computed from them) that a loop stores into a container outliving the iteration:
+    `xs.append(v)`, `xs.extend(...)`, `xs.insert(i, v)`, `xs += [v]`, `d[k] = v`.
+
+    ## Why is this bad?
+    A stored tensor keeps its `grad_fn`, and through it the whole autograd graph of the
+    iteration that produced it: every intermediate activation when no `backward()` ran, and
+    still the graph nodes plus the tensor itself after `backward()`. Memory grows linearly
+    with the number of iterations until the process runs out. Measured on a 3-layer MLP
+    (batch 64, fp32, CPU): +262,144 bytes per stored loss without backward; with backward the
+    loss storage and about 9 graph nodes per iteration stay alive.
+
+    Store `v.detach()` instead (add `.cpu()` to move it off the device): it keeps the values
+    without the graph and without a device synchronisation. `v.item()` gives a Python number
+    but synchronises the device every step.
+
+    ## Known problems
+    Not reported when the container is returned or yielded by the function (a `forward()`
+    that collects feature maps and returns them needs their graph), when it is rebuilt or
+    cleared inside the loop, when it feeds a `backward()` in the same function, under
+    `torch.no_grad()` / `torch.inference_mode()`, or in Lightning `validation_step` /
+    `test_step` / `predict_step`. Values from calls torchlint cannot see into count as
+    detached, unless the function backpropagates them.
+    """
+
+    CODE = "TL101"
+    NAME = "tensor-stored-across-iterations"
+    MESSAGE = "`{stmt}` stores a tensor attached to the autograd graph, keeping every iteration's graph alive"
+    FIX = (
+        "store `{value}.detach()` (add `.cpu()` to free device memory), or `{value}.item()` "
+        "for a Python number (syncs the device every step)"
+    )
+    TOKENS = ATTACHMENT_TOKENS
+    CLAIM = "live tensor memory grows linearly with iterations for the bad loop and stays flat for the fixed one"
+
+    INVALID = [
+        """\
+losses = []
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss)  # expect: TL101
+""",
+        """\
+history = {}
+for step, batch in enumerate(loader):
+    out = model(**batch)
+    history[step] = out.loss  # expect: TL101
+""",
+    ]
+    VALID = [
+        """\
+losses = []
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.detach())
+""",
+        """\
+def forward(self, x):
+    features = []
+    for block in self.blocks:
+        x = block(x)
+        features.append(x)
+    return features
+""",
+        """\
+preds = []
+for x in loader:
+    with torch.no_grad():
+        out = model(x)
+    preds.append(out)
+""",
+    ]
+
+    def visit_Expr(self, node, ctx: Context) -> None:
+        call = node.value
+        if not ctx.loops or type(call) is not cst.Call or type(call.func) is not cst.Attribute:
+            return
+        index = STORING_METHODS.get(call.func.attr.value)
+        if index is None:
+            return
+        positional = [arg.value for arg in call.args if arg.keyword is None]
+        if len(positional) <= index:
+            return
+        self._check(node, call.func.value, positional[index], ctx)
+
+    def visit_AugAssign(self, node, ctx: Context) -> None:
+        # xs += [v] (the sum of tensors, `total += loss`, is TL102's)
+        if not ctx.loops or type(node.operator) is not cst.AddAssign:
+            return
+        if type(node.value) not in (cst.List, cst.Tuple):
+            return
+        self._check(node, node.target, node.value, ctx)
+
+    def visit_Assign(self, node, ctx: Context) -> None:
+        # d[k] = v, only into a container known to be a dict or list (a tensor slice write is
+        # a different thing)
+        if not ctx.loops or len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        if type(target) is not cst.Subscript:
+            return
+        key = storage_key(target)
+        if key is None or not self._is_python_container(key, ctx):
+            return
+        self._check(node, target.value, node.value, ctx)
+
+    def _is_python_container(self, key: str, ctx: Context) -> bool:
+        binding = self.analysis.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element:
+            return False
+        value = binding.value
+        if type(value) in (cst.Dict, cst.List, cst.DictComp, cst.ListComp):
+            return True
+        if type(value) is cst.Call:
+            name = dotted_name(value.func) or ""
+            return name.rpartition(".")[2] in CONTAINER_FACTORIES
+        return False
+
+    def _check(self, node, container, value, ctx: Context) -> None:
+        analysis = self.analysis
+        key = storage_key(container)
+        if key is None:
+            return
+        if not analysis.is_attached(value, ctx):
+            return
+        loop = ctx.loop
+        if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
+            return  # rebuilt or emptied every iteration: nothing outlives it
+        scope = ctx.scope
+        if scope.kind == "function" and analysis.escapes_by_return(key, scope):
+            return  # the caller receives the container and may need the graph
+        root = key.partition(".")[0] if not key.startswith("self.") else key
+        if root in analysis.backpropagated_keys(scope) or key in analysis.backpropagated_keys(scope):
+            return  # collected for one backward() over all of them
+        self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value))
+
+    def _fix(self, value) -> str:
+        if type(value) in (cst.Name, cst.Attribute, cst.Subscript):
+            return self.FIX.format(value=self.code(value, 40))
+        if type(value) is cst.Call:
+            return self.FIX.format(value=f"({self.code(value, 40)})")
+        return "detach the tensors before storing them (`.detach()`, plus `.cpu()` to free device memory)"
