@@ -1,0 +1,246 @@
+"""`torchlint [paths...]` and `torchlint verify ...`.
+
+Exit codes: 0 nothing found, 1 findings (TL000 included), 2 usage or configuration error or a
+missing path. Nothing heavy is imported here: libcst only when a file has to be parsed, torch
+never (the verifier is imported only for `torchlint verify`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from torchlint import __version__
+from torchlint.config import ConfigError, Layer, split_codes
+from torchlint.formatters import FORMATS
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchlint",
+        description="Find PyTorch memory and autograd mistakes. "
+                    "`torchlint verify --help` for the runtime verifier.",
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="files or directories to lint (default: the current directory); "
+                             "`-` reads source from stdin")
+    selection = parser.add_argument_group("rule selection (comma-separated code prefixes, or ALL)")
+    selection.add_argument("--select", action="append", metavar="CODES",
+                           help="run exactly these rules (replaces the configured selection)")
+    selection.add_argument("--extend-select", action="append", default=[], metavar="CODES",
+                           help="run these rules in addition")
+    selection.add_argument("--ignore", action="append", default=[], metavar="CODES",
+                           help="do not report these codes")
+    output = parser.add_argument_group("output")
+    output.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    output.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
+    output.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
+    output.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+    output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    info = parser.add_argument_group("information")
+    info.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
+    info.add_argument("--list-rules", action="store_true", help="list every rule and exit")
+    info.add_argument("--version", action="version", version=f"torchlint {__version__}")
+    files = parser.add_argument_group("files and configuration")
+    files.add_argument("--config", metavar="FILE", help="read settings from FILE instead of the nearest pyproject.toml")
+    files.add_argument("--files-from", metavar="FILE", help="also lint the paths listed in FILE, one a line (`-`: stdin)")
+    files.add_argument("--stdin-filename", metavar="NAME", help="name to report source read from stdin under")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply exclude patterns to files named explicitly too (useful with pre-commit)")
+    speed = parser.add_argument_group("speed")
+    speed.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="worker processes (default: all cores)")
+    speed.add_argument("--no-cache", action="store_true", help="neither read nor write .torchlint_cache")
+    speed.add_argument("--no-prefilter", action="store_true", help="debug: parse every file, even without rule tokens")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "verify":
+            return _verify(argv[1:])
+        return _lint(argv)
+    except SystemExit as exit_:  # argparse: --help, --version, usage errors
+        return exit_.code if isinstance(exit_.code, int) else EXIT_ERROR
+    except (ConfigError, UsageError) as error:
+        return _fail(str(error))
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except BrokenPipeError:  # `torchlint | head`: the reader went away
+        _silence_stdout()
+        return EXIT_FINDINGS
+    except Exception as error:  # no traceback ever reaches the user
+        return _fail(f"internal error: {type(error).__name__}: {error}")
+
+
+def run() -> None:
+    raise SystemExit(main())
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> int:
+    print(f"torchlint: error: {message}", file=sys.stderr)
+    return code
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _verify(argv: list[str]) -> int:
+    try:
+        from torchlint.verify.cli import main as verify_main
+    except ModuleNotFoundError as error:
+        if error.name == "torch":
+            return _fail("torchlint verify needs torch: pip install 'torchlint[verify]'")
+        if error.name and error.name.startswith("torchlint.verify"):
+            return _fail("torchlint verify is not available in this installation")
+        raise
+    return verify_main(argv)
+
+
+def _lint(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+    from torchlint.rules import all_rules, rules_by_code
+
+    rules = all_rules()
+    if args.list_rules:
+        return _list_rules(rules, args.format)
+    if args.explain:
+        return _explain(args.explain, rules_by_code())
+
+    from torchlint.config import ignored_for, load_settings, select_rules
+    from torchlint.files import collect_files, read_path_list
+    from torchlint.runner import Job, default_jobs, lint_files, lint_stdin
+
+    paths = list(args.paths)
+    from_stdin = paths == ["-"] or (not paths and args.stdin_filename is not None and not args.files_from)
+    if "-" in paths and not from_stdin:
+        raise UsageError("`-` (source from stdin) must be the only path")
+    if from_stdin and args.files_from == "-":
+        raise UsageError("stdin cannot hold both the source (`-`) and the file list (--files-from -)")
+    if args.files_from is not None:
+        paths += _read_files_from(args.files_from, read_path_list)
+    elif not paths:
+        paths = ["."]
+    stdin_name = args.stdin_filename or "-"
+
+    settings = load_settings([stdin_name] if from_stdin else paths, args.config)
+    cli_layer = Layer(
+        select=[code for text in args.select for code in split_codes(text)] if args.select else None,
+        extend_select=[code for text in args.extend_select for code in split_codes(text)],
+        ignore=[code for text in args.ignore for code in split_codes(text)],
+    )
+    selection = select_rules(rules, settings, cli_layer)
+    job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter)
+
+    if from_stdin:
+        result = lint_stdin(sys.stdin.buffer.read(), stdin_name, job, ignored_for(stdin_name, selection, settings))
+    else:
+        from torchlint.files import PathError
+
+        try:
+            files = collect_files(paths, settings.exclude, settings.root, args.force_exclude)
+        except PathError as error:
+            raise UsageError(str(error)) from None
+        cache = None
+        if not args.no_cache:
+            from torchlint.cache import Cache, configuration_key
+
+            cache = Cache(settings.root, configuration_key(selection.codes, settings.options, job.prefilter))
+        result = lint_files(files, job, cache, args.jobs or default_jobs(),
+                            lambda path: ignored_for(path, selection, settings))
+
+    _write_report(args, result, rules)
+    if result.violations and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _read_files_from(source: str, parse) -> list[str]:
+    if source == "-":
+        return parse(sys.stdin)
+    try:
+        with open(source, encoding="utf-8") as handle:
+            return parse(handle)
+    except OSError as error:
+        raise UsageError(f"--files-from {source}: {error.strerror or error}") from None
+
+
+def _write_report(args, result, rules) -> None:
+    from torchlint.formatters import render, statistics, summary, use_colour
+
+    stream = sys.stdout
+    if args.output_file:
+        try:
+            stream = open(args.output_file, "w", encoding="utf-8", newline="\n")
+        except OSError as error:
+            raise UsageError(f"--output-file {args.output_file}: {error.strerror or error}") from None
+    try:
+        if args.statistics:
+            stream.write(statistics(result.violations, args.format))
+        else:
+            colour = args.format == "text" and not args.output_file and use_colour(stream)
+            stream.write(render(result.violations, args.format, rules, colour))
+        stream.flush()
+    finally:
+        if stream is not sys.stdout:
+            stream.close()
+    if args.format == "text" and not args.quiet:
+        print(summary(result.violations, result.files_checked), file=sys.stderr)
+
+
+def _list_rules(rules, output_format: str) -> int:
+    rows = [
+        {"code": rule.CODE, "name": rule.NAME, "default": "on" if rule.ENABLED_BY_DEFAULT else "off",
+         "summary": rule.summary()}
+        for rule in rules
+    ]
+    if output_format == "json":
+        import json
+
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    width = max((len(row["name"]) for row in rows), default=0)
+    for row in rows:
+        print(f"{row['code']}  {row['name']:<{width}}  {row['default']:<3}  {row['summary']}")
+    return EXIT_OK
+
+
+def _explain(code: str, by_code: dict) -> int:
+    from torchlint.docs import explain, explain_invalid_file
+    from torchlint.violation import INVALID_FILE_CODE
+
+    code = code.strip().upper()
+    if code == INVALID_FILE_CODE:
+        print(explain_invalid_file(), end="")
+        return EXIT_OK
+    if code not in by_code:
+        raise UsageError(f"unknown rule code {code!r} (known codes: {', '.join([INVALID_FILE_CODE, *by_code])})")
+    print(explain(by_code[code]), end="")
+    return EXIT_OK
