@@ -57,11 +57,7 @@ def explain(rule: type[Rule]) -> str:
         sections.append(("What `torchlint verify` checks", rule.CLAIM))
 
     default = "on" if rule.ENABLED_BY_DEFAULT else "off (enable with `--extend-select " + rule.CODE + "`)"
-    header = [f"# {rule.CODE} {rule.NAME}", "", f"Default: {default}.  "]
-    header.append(f"Message: {rule.MESSAGE}" + ("  " if rule.FIX else ""))
-    if rule.FIX:
-        header.append(f"Fix: {rule.FIX}")
-    blocks = ["\n".join(header)]
+    blocks = [f"# {rule.CODE} {rule.NAME}\n\nDefault: {default}."]
     if intro:
         blocks.append(intro)
     blocks += [f"## {heading}\n\n{body}" for heading, body in sections]

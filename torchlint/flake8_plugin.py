@@ -1,0 +1,34 @@
+"""flake8 entry point (`flake8.extension`: ``TL = "torchlint.flake8_plugin:Plugin"``).
+
+It runs the same engine with the default rules, so `flake8 --select TL` reports the same codes,
+lines, columns and messages as `torchlint`. flake8 asks for ``tree`` to classify the plugin as an
+AST plugin; we ignore the ast and lint the file's text with libcst.
+
+TL000: flake8 reports a file Python cannot parse as E999 and then runs no AST plugin on it, so a
+syntax error is never reported twice. A TL000 that does come from here means libcst failed on a
+file Python accepts, or torchlint failed internally; it is reported so the gap is visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from torchlint import __version__
+
+
+class Plugin:
+    name = "torchlint"
+    version = __version__
+
+    def __init__(self, tree: Any, filename: str, lines: Sequence[str]) -> None:
+        self.filename = filename
+        self.lines = lines
+
+    def run(self) -> Iterator[tuple[int, int, str, type]]:
+        from torchlint.engine import lint_source
+        from torchlint.rules import default_rules
+
+        for violation in lint_source("".join(self.lines), self.filename, default_rules()):
+            # flake8 takes a 0-based column and displays it plus one.
+            yield violation.line, violation.column - 1, f"{violation.code} {violation.message}", type(self)
