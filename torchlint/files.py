@@ -25,12 +25,12 @@ def collect_files(
     found: set[str] = set()
     for given in paths:
         path = os.path.normpath(given)
+        if force_exclude and excluded.with_parents(path):
+            continue
         if os.path.isdir(path):
-            if not (force_exclude and excluded(path)):
-                found.update(_walk(path, excluded))
+            found.update(_walk(path, excluded))
         elif os.path.exists(path) or os.path.islink(path):
-            if not (force_exclude and excluded(path)):
-                found.add(path)
+            found.add(path)
         else:
             raise PathError(f"{given}: no such file or directory")
     return sorted(found)
@@ -52,6 +52,17 @@ class _Excluder:
         relative = os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
         name = os.path.basename(path)
         return any(matches(pattern, relative, name, path) for pattern in self.patterns)
+
+    def with_parents(self, path: str) -> bool:
+        """Is the path or one of its directories (up to the root) excluded?"""
+        path = os.path.abspath(path)
+        while True:
+            if self(path):
+                return True
+            parent = os.path.dirname(path)
+            if parent == path or not parent.startswith(self.root):
+                return False
+            path = parent
 
 
 def _walk(directory: str, excluded: _Excluder) -> Iterable[str]:
