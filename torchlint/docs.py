@@ -105,40 +105,43 @@ def _field(entry: dict, *names: str):
 
 
 _EVIDENCE_META = {
-    "code", "rule", "fixture", "file", "path", "program", "device", "torch", "torch_version",
-    "status", "verdict", "result", "outcome", "claim",
+    "code", "rule", "fixture", "file", "path", "program", "function", "device", "torch", "torch_version",
+    "status", "verdict", "result", "outcome", "claim", "detail", "summary", "bad", "good", "metric",
 }
 
 
 def _evidence_line(entry: dict) -> str:
-    """One compact line for one verifier result, whatever figures it carries."""
-    fixture = _field(entry, "fixture", "file", "path", "program")
+    """One compact line for one verifier result: verdict, where it was measured, and the figures
+    the verifier summarised for the bad and the good program (or any scalar figures it has)."""
     where = [str(value) for value in (_field(entry, "device"), _field(entry, "torch_version", "torch")) if value]
     if len(where) == 2:
         where[1] = f"torch {where[1]}"
-    head = f"`{os.path.basename(str(fixture))}`" if fixture else "result"
+    verdict = _field(entry, "verdict", "status", "outcome", "result")
+    head = f"**{verdict}**" if verdict is not None and not isinstance(verdict, (dict, list)) else "result"
     if where:
         head += f" ({', '.join(where)})"
-    verdict = _field(entry, "status", "verdict", "outcome", "result")
-    if verdict is not None and not isinstance(verdict, (dict, list)):
-        head += f": **{verdict}**"
-    figures = [f"{key} {value}" for key, value in _figures(entry, _EVIDENCE_META)]
-    return head + (" — " + ", ".join(figures) if figures else "")
+    metric = _field(entry, "metric")
+    parts = [f"metric `{metric}`"] if metric else []
+    for side in ("bad", "good"):
+        program = entry.get(side)
+        if isinstance(program, dict):
+            fixture = _field(program, "fixture", "path", "file")
+            name = f"`{fixture}`" if fixture else side
+            parts.append(f"{side} {name}: {_field(program, 'summary') or 'not measured'}")
+    parts += [f"{key} {value}" for key, value in _figures(entry, _EVIDENCE_META)]
+    detail = _field(entry, "detail")
+    line = head + (": " + "; ".join(parts) if parts else "")
+    return line + (f" — {' '.join(str(detail).split())}" if detail else "")
 
 
-def _figures(entry: dict, skip: set[str], prefix: str = ""):
+def _figures(entry: dict, skip: set[str]):
     for key, value in entry.items():
         if key in skip:
             continue
-        name = f"{prefix}{key}"
-        if isinstance(value, bool) or isinstance(value, int):
-            yield name, value
-        elif isinstance(value, float):
-            yield name, f"{value:.4g}"
-        elif isinstance(value, str) and len(value) <= 60:
-            yield name, value
-        elif isinstance(value, dict) and not prefix:
-            yield from _figures(value, set(), f"{key}.")
+        if isinstance(value, float):
+            yield key, f"{value:.4g}"
+        elif isinstance(value, (bool, int)) or (isinstance(value, str) and len(value) <= 60):
+            yield key, value
 
 
 def load_evidence(directory: str) -> list[dict]:
