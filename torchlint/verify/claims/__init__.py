@@ -1,0 +1,201 @@
+"""Claims: what each rule says about memory, errors or cost, as a check over measurements.
+
+One module per rule (``tl101.py`` …, plus ``nonrules.py`` for the guide claims the measurements
+refute) defines ``CLAIMS``: a list of ``Claim``. A claim names a bad and a good program (a fixture
+file and function), which figures it needs (memory always; timed runs when ``timing`` > 0) and a
+``check(bad, good) -> Outcome`` with explicit thresholds. Checks raise ``FixtureFailed`` when a
+program did something the claim did not expect (verdict ``error``), return ``Outcome(False, …)``
+when the numbers contradict the claim (``refuted``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+CONFIRMED, REFUTED, NEEDS_CUDA, ERROR = "confirmed", "refuted", "needs-cuda", "error"
+VERDICTS = (CONFIRMED, REFUTED, NEEDS_CUDA, ERROR)
+NONRULES_DIR = Path(__file__).resolve().parent.parent / "nonrules"
+
+
+class FixtureFailed(Exception):
+    """A program failed (or behaved) in a way its claim does not expect."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A fixture function: ``path`` is relative to the fixtures directory unless absolute."""
+
+    path: str
+    function: str = "run"
+
+    def resolve(self, fixtures_dir: Path) -> Path:
+        path = Path(self.path)
+        return path if path.is_absolute() else fixtures_dir / path
+
+
+@dataclass
+class Outcome:
+    holds: bool
+    bad: str  # one-line summaries of the figures the check used, for the text table
+    good: str
+    detail: str = ""
+
+
+@dataclass
+class Claim:
+    code: str
+    claim: str
+    metric: str
+    bad: Program
+    good: Program
+    check: Callable[[Measured, Measured], Outcome]
+    needs_cuda: bool = False  # only measurable on a GPU: needs-cuda on CPU
+    timing: int = 0  # repeats of timed runs (best of); 0 = memory only
+    step_counts: tuple[int, ...] | None = None  # None: derived from --steps
+    cuda_check: Callable[[Measured, Measured], Outcome] | None = None  # replaces check on CUDA
+
+
+def nonrule_program(filename: str, function: str = "run") -> Program:
+    return Program(str(NONRULES_DIR / filename), function)
+
+
+class Measured:
+    """The probe's measurements of one program, with the arithmetic claims need."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        self.result = result
+        self.runs: list[dict[str, Any]] = result.get("runs", [])
+        self.timing: list[dict[str, Any]] = result.get("timing", [])
+        self.error = result.get("error")
+
+    @property
+    def steps(self) -> list[int]:
+        return [run["steps"] for run in self.runs]
+
+    def series(self, key: str) -> list[float]:
+        return [run.get(key, 0) for run in self.runs]
+
+    def at_most_steps(self, key: str) -> float:
+        return self.runs[-1].get(key, 0)
+
+    def increments(self, key: str) -> list[float]:
+        """Growth per step between consecutive step counts."""
+        values, steps = self.series(key), self.steps
+        return [(values[i + 1] - values[i]) / (steps[i + 1] - steps[i]) for i in range(len(values) - 1)]
+
+    def slope(self, key: str) -> float:
+        """Least-squares growth per step over all step counts."""
+        return _slope(self.steps, self.series(key))
+
+    def time_per_step(self, key: str = "cpu_s") -> float:
+        """Median CPU time of one step when the program reports steps (``step_hook``), else the
+        slope of the best total time over the step counts (setup cost cancels out)."""
+        steps = sorted(value for run in self.timing for value in run.get("step_cpu_s", []))
+        if key == "cpu_s" and steps:
+            return steps[len(steps) // 2]
+        return _slope([run["steps"] for run in self.timing], [run[key] for run in self.timing])
+
+    @property
+    def exceptions(self) -> list[dict[str, str] | None]:
+        return [run.get("exception") for run in self.runs]
+
+    def figure(self, name: str) -> Any:
+        """A named figure of the run with the most steps."""
+        return self.runs[-1].get("figures", {}).get(name) if self.runs else None
+
+    def expect_clean(self) -> None:
+        """Raise FixtureFailed unless every run completed without an exception."""
+        self.expect_ran()
+        for run in self.runs:
+            if run.get("exception"):
+                raise FixtureFailed(f"{self.name}: run({run['steps']}) raised {_exception_text(run['exception'])}")
+        for run in self.timing:
+            if run.get("exception"):
+                raise FixtureFailed(f"{self.name}: timed run raised {_exception_text(run['exception'])}")
+
+    def expect_ran(self) -> None:
+        if self.error:
+            raise FixtureFailed(f"{self.name}: {_exception_text(self.error)}")
+        if not self.runs:
+            raise FixtureFailed(f"{self.name}: no measurement")
+
+    @property
+    def name(self) -> str:
+        fixture = Path(self.result.get("fixture", "?"))
+        return f"{fixture.parent.name}/{fixture.name}"
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread if spread else 0.0
+
+
+def _exception_text(exception: dict[str, str]) -> str:
+    message = exception.get("message", "").splitlines()
+    return f"{exception.get('type')}: {message[0] if message else ''}"
+
+
+# ------------------------------------------------------------------------------ formatting
+def human_bytes(value: float) -> str:
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
+        value /= 1024
+    return f"{sign}{value} B"  # unreachable
+
+
+def per_step_bytes(value: float) -> str:
+    return ("+" if value >= 0 else "") + human_bytes(value) + "/step"
+
+
+# ------------------------------------------------------------------------------ common checks
+def grows_linearly_vs_flat(key: str, min_per_step: float, flat_per_step: float = 0.0,
+                           linear_tolerance: float = 0.05) -> Callable[[Measured, Measured], Outcome]:
+    """Bad grows by at least ``min_per_step`` every step, the same amount each interval (within
+    ``linear_tolerance``); good grows by at most ``flat_per_step``."""
+
+    def check(bad: Measured, good: Measured) -> Outcome:
+        bad.expect_clean()
+        good.expect_clean()
+        increments = bad.increments(key)
+        good_slope = good.slope(key)
+        linear = max(increments) - min(increments) <= linear_tolerance * max(abs(v) for v in increments)
+        holds = min(increments) >= min_per_step and linear and good_slope <= flat_per_step
+        unit = per_step_bytes if key.endswith("bytes") else (lambda v: f"{v:+.1f} {key.replace('_', ' ')}/step")
+        return Outcome(
+            holds, unit(bad.slope(key)), unit(good_slope),
+            f"bad {key} per step {', '.join(f'{v:g}' for v in increments)} (need >= {min_per_step:g}, "
+            f"equal within {linear_tolerance:.0%}); good slope {good_slope:g} (need <= {flat_per_step:g})",
+        )
+
+    return check
+
+
+def raised(measured: Measured, error_type: str, contains: str) -> tuple[bool, str]:
+    """Did every run raise ``error_type`` with ``contains`` in its message? A different exception
+    means the program is broken (FixtureFailed); no exception means the claim does not hold."""
+    measured.expect_ran()
+    for exception in measured.exceptions:
+        if exception is None:
+            return False, "no exception"
+        if exception["type"] != error_type or contains.lower() not in exception["message"].lower():
+            raise FixtureFailed(f"{measured.name}: unexpected {_exception_text(exception)}")
+    return True, _exception_text(measured.exceptions[-1])
+
+
+# ------------------------------------------------------------------------------ discovery
+def all_claims() -> list[Claim]:
+    claims: list[Claim] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        claims.extend(getattr(module, "CLAIMS", []))
+    return sorted(claims, key=lambda claim: (claim.code.startswith("NR"), claim.code))

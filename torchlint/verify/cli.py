@@ -1,0 +1,139 @@
+"""``torchlint verify [CODES...]``: run each rule's bad and good fixtures and check its claim.
+
+Exit 0 when every claim measurable on the device is confirmed, 1 when any is refuted or errors,
+2 on usage errors (including a missing torch or, with --plot, matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+INSTALL_HINT = "torchlint verify needs PyTorch: pip install 'torchlint[verify]'"
+DEFAULT_STEPS = 8
+DEFAULT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+class UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchlint verify",
+        description="Run every rule's bad and good fixture programs and check the rule's claim with measurements.",
+    )
+    parser.add_argument("codes", nargs="*", metavar="CODE", help="rules to verify (default: all)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                        help=f"largest step count; fixtures also run at steps/4 and steps/2 (default {DEFAULT_STEPS})")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--output-file", metavar="FILE")
+    parser.add_argument("--plot", metavar="DIR", help="write a chart of live memory per step for each rule")
+    parser.add_argument("--fixtures", metavar="DIR", default=os.environ.get("TORCHLINT_FIXTURES", str(DEFAULT_FIXTURES)),
+                        help="the fixtures directory (default: the repository's fixtures/)")
+    parser.add_argument("--jobs", type=int, default=None, help="probes run at once (default: min(2, CPUs))")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exit_:  # argparse already printed the usage error
+        return 0 if exit_.code == 0 else 2
+    # find_spec, not import: measuring happens in probe processes, and `import torch` costs ~2 s.
+    if importlib.util.find_spec("torch") is None:
+        print(INSTALL_HINT, file=sys.stderr)
+        return 2
+    try:
+        return _verify(args)
+    except UsageError as error:
+        print(f"torchlint verify: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from torchlint.verify.claims import all_claims
+    from torchlint.verify.runner import environment
+    from torchlint.verify.verifier import verify
+
+    if args.steps < 2:
+        raise UsageError("--steps must be at least 2 (growth is measured between step counts)")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'torchlint[plot]'") from None
+    claims = all_claims()
+    known = {claim.code for claim in claims}
+    wanted = [code.upper() for code in args.codes]
+    unknown = [code for code in wanted if code not in known]
+    if unknown:
+        raise UsageError(f"no claims for {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    if wanted:
+        claims = [claim for claim in claims if claim.code in wanted]
+    fixtures = Path(args.fixtures)
+    if not fixtures.is_dir():
+        raise UsageError(f"fixtures directory not found: {fixtures}")
+
+    started = time.perf_counter()
+    env = environment()
+    if env.get("error"):
+        print(f"torchlint verify: cannot start torch: {env['error']}", file=sys.stderr)
+        return 1
+    device = ("cuda" if env["cuda"] else "cpu") if args.device == "auto" else args.device
+    if device == "cuda" and not env["cuda"]:
+        raise UsageError("--device cuda: CUDA is not available")
+    records = verify(claims, device, args.steps, fixtures, env["torch_version"], args.jobs)
+    elapsed = time.perf_counter() - started
+    text = json.dumps(records, indent=2) + "\n" if args.format == "json" else render_text(records, elapsed)
+    if args.output_file:
+        Path(args.output_file).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if args.plot:
+        from torchlint.verify.plot import plot_records
+
+        for path in plot_records(records, Path(args.plot)):
+            print(f"wrote {path}", file=sys.stderr)
+    return 1 if any(record["verdict"] in ("refuted", "error") for record in records) else 0
+
+
+def render_text(records: list[dict], elapsed: float) -> str:
+    from torchlint.verify.claims import VERDICTS
+
+    header = ("rule", "claim", "metric", "bad", "good", "verdict")
+    rows = [header] + [
+        (r["code"], _shorten(r["claim"], 56), r["metric"], r["bad"].get("summary") or "-",
+         r["good"].get("summary") or "-", r["verdict"])
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    for r in records:
+        if r["verdict"] in ("refuted", "error") and r["detail"]:
+            lines.append(f"{r['code']} {r['verdict']}: {r['detail']}")
+    counts = {verdict: sum(r["verdict"] == verdict for r in records) for verdict in VERDICTS}
+    device = records[0]["device"] if records else "-"
+    torch_version = records[0]["torch_version"] if records else "-"
+    lines.append(", ".join(f"{count} {verdict}" for verdict, count in counts.items())
+                 + f" (device {device}, torch {torch_version}, {elapsed:.1f} s)")
+    return "\n".join(lines) + "\n"
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
