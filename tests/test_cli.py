@@ -571,3 +571,17 @@ def test_import_cli_is_light(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_readme_configuration_example_is_valid(tmp_path, monkeypatch):
+    from cli_support import REAL_RULES
+    from torchlint.config import Layer, load_settings, select_rules
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Configuration", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert "[tool.torchlint]" in example and "per-file-ignores" in example
+    write(tmp_path, "pyproject.toml", example)
+    settings = load_settings([str(tmp_path)])
+    selection = select_rules(REAL_RULES(), settings, Layer())
+    assert selection.rules and selection.per_file_ignores
