@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse already printed the usage error
         return 0 if exit_.code == 0 else 2
     # find_spec, not import: measuring happens in probe processes, and `import torch` costs ~2 s.
-    if importlib.util.find_spec("torch") is None:
+    if not _torch_installed():
         print(INSTALL_HINT, file=sys.stderr)
         return 2
     try:
@@ -57,6 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"torchlint verify: error: {error}", file=sys.stderr)
         return 2
+
+
+def _torch_installed() -> bool:
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken or blocked installation
+        return False
 
 
 def _verify(args: argparse.Namespace) -> int:
