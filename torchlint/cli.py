@@ -12,10 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from torchlint import __version__
-from torchlint.config import ConfigError, Layer, split_codes
-from torchlint.formatters import FORMATS
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+FORMATS = ("text", "json", "sarif", "github")  # kept here so --version/--help import nothing more
 
 
 class UsageError(Exception):
@@ -79,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _lint(argv)
     except SystemExit as exit_:  # argparse: --help, --version, usage errors
         return exit_.code if isinstance(exit_.code, int) else EXIT_ERROR
-    except (ConfigError, UsageError) as error:
+    except UsageError as error:
         return _fail(str(error))
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
@@ -87,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_FINDINGS
     except Exception as error:  # no traceback ever reaches the user
+        from torchlint.config import ConfigError
+
+        if isinstance(error, ConfigError):
+            return _fail(str(error))
         return _fail(f"internal error: {type(error).__name__}: {error}")
 
 
@@ -134,7 +137,7 @@ def _lint(argv: list[str]) -> int:
     if args.explain:
         return _explain(args.explain, rules_by_code())
 
-    from torchlint.config import ignored_for, load_settings, select_rules
+    from torchlint.config import Layer, ignored_for, load_settings, select_rules, split_codes
     from torchlint.files import collect_files, read_path_list
     from torchlint.runner import Job, default_jobs, lint_files, lint_stdin
 

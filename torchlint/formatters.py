@@ -14,7 +14,6 @@ from torchlint.violation import INVALID_FILE_CODE, INVALID_FILE_NAME, Violation
 if TYPE_CHECKING:
     from torchlint.rule import Rule
 
-FORMATS = ("text", "json", "sarif", "github")
 PROJECT_URL = "https://pypi.org/project/torchlint/"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INVALID_FILE_HELP = (

@@ -94,6 +94,7 @@ def lint_files(
                 cached = cache.unchanged(path, stats[path])
                 if cached is not None:
                     keep(path, cached)
+                    del stats[path]
                     continue
         pending.append((path, cache.known_hash(path) if cache else None))
 
@@ -117,7 +118,8 @@ def _outcomes(pending: list[tuple[str, str | None]], job: Job, jobs: int) -> Ite
             yield check_file(path, expected, job)
         return
     workers = min(jobs, len(pending))
-    size = max(1, min(32, len(pending) // (workers * 4)))
+    # Small chunks keep both workers busy to the end; a chunk's round trip costs little.
+    size = max(1, min(8, len(pending) // (workers * 4)))
     chunks = [pending[start:start + size] for start in range(0, len(pending), size)]
     crashed: list[tuple[str, str | None]] = []
     yield from _pool_outcomes(chunks, job, workers, crashed)
