@@ -1,0 +1,549 @@
+from __future__ import annotations
+
+import re
+
+from torchlint.analysis import (
+    BACKWARD_FUNCTIONS,
+    DETACHING_METHODS,
+    MODULE_PASS_THROUGH_METHODS,
+    NON_DIFFERENTIABLE_METHODS,
+    NON_GRAPH_ATTRIBUTES,
+    TORCH_NON_DIFFERENTIABLE,
+    Context,
+    Loop,
+    Scope,
+    child_nodes,
+    dotted_name,
+    last_part,
+    mentioned_keys,
+)
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+# Callees that produce a recurrent state when the analysis does not already know them as modules.
+RECURRENT_CALLEE_RE = re.compile(r"(?i)rnn|lstm|gru|cell|recurren|model|net$|encoder|decoder|policy")
+# Helpers not defined in the module whose name says they cut the history (`repackage_hidden`).
+DETACHING_HELPER_RE = re.compile(r"(?i)detach|repackage")
+FRESH_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
+COMPREHENSIONS = ("GeneratorExp", "ListComp", "SetComp")
+
+
+class RecurrentStateNotDetached(Rule):
+    """
+    ## What it does
+    Finds a recurrent state carried from one training iteration to the next and fed back into
+    the call that produces it — `out, hidden = rnn(x, hidden)`, `out, (h, c) = lstm(x, (h, c))`,
+    `h = cell(x, h)`, or a module that stores `self.hidden` and feeds it back on its next call —
+    in a loop that calls `backward()` every iteration, when the loop never re-binds the state to
+    a detached value (`h = h.detach()`, `h.detach_()`, `h = h.data`,
+    `tuple(v.detach() for v in h)`, a `repackage_hidden`-style helper).
+
+    ## Why is this bad?
+    The new state is computed from the old one, so its graph reaches back into every earlier
+    iteration. The second `backward()` then walks into the previous iteration's graph, whose
+    saved tensors the first `backward()` already freed, and raises "Trying to backward through
+    the graph a second time". Adding `backward(retain_graph=True)` silences the error but
+    keeps every iteration's graph alive: memory grows linearly with the number of steps and
+    each `backward()` costs more than the previous one (quadratic work overall). Truncated
+    backpropagation through time detaches the state once per iteration instead.
+
+    ## Known problems
+    A bare `h.detach()` whose result is discarded is a no-op and does not count as detaching.
+    Not reported: loops without `backward()` (generation, evaluation, a time-step loop inside
+    `forward()`), one `backward()` after a loop over the whole sequence, a state re-initialised
+    in the loop (`hidden = model.init_hidden()`), code under `torch.no_grad()`, and a
+    `self.hidden` module with any method that detaches the state. The `self.hidden` form is
+    reported only when a loop in the same file trains an instance of the module without
+    resetting it; a library module whose training loop lives elsewhere is not reported.
+    Helpers defined elsewhere are trusted by their name (`detach`, `repackage`).
+    """
+
+    CODE = "TL103"
+    NAME = "recurrent-state-not-detached"
+    MESSAGE = (
+        "`{stmt}` feeds {states} back into the call that produced {them} without detaching, "
+        "so each `backward()` reaches into the previous iterations' graph"
+    )
+    FIX = (
+        "cut the history once per iteration before feeding the state back: `{state} = {state}.detach()` "
+        "(for a tuple: `tuple(v.detach() for v in {state})`)"
+    )
+    TOKENS = ("backward",)
+    CLAIM = (
+        "the bad loop raises \"Trying to backward through the graph a second time\" on its second step, "
+        "and with `retain_graph=True` its live memory grows linearly; the fixed loop stays flat"
+    )
+
+    INVALID = [
+        """\
+hidden = model.init_hidden(batch_size)
+for x, y in batches:
+    optimizer.zero_grad()
+    output, hidden = model(x, hidden)  # expect: TL103
+    loss = criterion(output, y)
+    loss.backward()
+    optimizer.step()
+""",
+        """\
+h = torch.zeros(batch, hidden_size)
+cell = nn.GRUCell(input_size, hidden_size)
+for x, y in stream:
+    h = cell(x, h)  # expect: TL103
+    h.detach()  # the result is discarded: a no-op
+    loss = F.mse_loss(head(h), y)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+""",
+    ]
+    VALID = [
+        """\
+hidden = model.init_hidden(batch_size)
+for x, y in batches:
+    optimizer.zero_grad()
+    hidden = repackage_hidden(hidden)
+    output, hidden = model(x, hidden)
+    loss = criterion(output, y)
+    loss.backward()
+    optimizer.step()
+""",
+        """\
+for x, y in batches:
+    hidden = model.init_hidden(batch_size)
+    output, hidden = model(x, hidden)
+    criterion(output, y).backward()
+    optimizer.step()
+""",
+        """\
+h, c = init_state()
+for t in range(seq_len):
+    out, (h, c) = lstm(inputs[t], (h, c))
+    loss = loss + criterion(out, targets[t])
+loss.backward()
+""",
+        """\
+h = torch.zeros(batch, hidden_size)
+for x, y in stream:
+    h.detach_()
+    h = cell(x, h)
+    F.mse_loss(head(h), y).backward()
+""",
+    ]
+
+    # ------------------------------------------------------------------ visiting
+
+    def visit_Assign(self, node, ctx: Context) -> None:
+        if not ctx.loops and ctx.scope.class_scope is None:
+            return  # neither carried across a loop nor stored on a module
+        call = _feeding_call(node.value)
+        if call is None or not call.args:
+            return
+        targets = set()
+        for target in node.targets:
+            targets |= _target_keys(target.target)
+        if not targets:
+            return
+        fed = set()
+        for arg in call.args:
+            fed |= self._live_keys(arg.value, ctx)
+        states = sorted(self._states(targets, fed, node, ctx))
+        if not states:
+            return
+        if not self._produces_state(call, ctx) or not self.analysis.grad_enabled(ctx):
+            return
+        training_loops = [loop for loop in reversed(ctx.loops) if self.analysis.loop_backpropagates(loop)]
+        for loop in training_loops:
+            carried = [key for key in states if self._carried_through(key, loop, targets, node, ctx)]
+            if carried:
+                self._report(node, carried, loop)
+                return
+        if training_loops:
+            return  # the loop that trains here detaches or resets the state
+        stored = [key for key in states if key.startswith("self.")]
+        if stored and ctx.scope.class_scope is not None:
+            self._check_stored_state(node, stored, targets, ctx)
+
+    def _states(self, targets: set[str], fed: set[str], node, ctx: Context) -> set[str]:
+        """Keys the call both reads and (re)binds: directly, or through an alias bound right after
+        it in the same scope (``out, new = rnn(x, h)`` then ``h = new``)."""
+        states = targets & fed
+        for key in fed - targets:
+            if not (key.startswith("self.") or "." not in key):
+                continue
+            for binding in ctx.scope.bindings.get(key, ()):
+                if binding.ctx.order <= ctx.order or binding.kind != "assign":
+                    continue
+                if ctx.loop is not None and not ctx.loop.contains(binding.ctx.order):
+                    continue
+                value = binding.value
+                if type(value) in (cst.Name, cst.Attribute) and dotted_name(value) in targets:
+                    states.add(key)
+                    break
+        return states
+
+    def _produces_state(self, call, ctx: Context) -> bool:
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "forward":
+            func = func.value
+        while type(func) is cst.Subscript:  # self.cells[i](x, h)
+            func = func.value
+        if self.analysis.is_module(func, ctx):
+            return True
+        name = dotted_name(func)
+        return name is not None and bool(RECURRENT_CALLEE_RE.search(last_part(name)))
+
+    def _report(self, node, states: list[str], loop: Loop | None) -> None:
+        names = ", ".join(f"`{key}`" for key in states)
+        message = self.MESSAGE.format(
+            stmt=self.code(node, 60), states=names, them="it" if len(states) == 1 else "them",
+        )
+        if loop is not None and self._retains_graph(loop):
+            message += "; `retain_graph=True` only hides the error while memory grows every step"
+        self.report(node, message, self.FIX.format(state=states[0] if len(states) == 1 else "hidden"))
+
+    def _retains_graph(self, loop: Loop) -> bool:
+        for stmt, _ in self.analysis.statements_in_loop(loop):
+            for call in self.analysis.calls_in(stmt):
+                if _call_name(call) in BACKWARD_FUNCTIONS:
+                    for arg in call.args:
+                        if arg.keyword is not None and arg.keyword.value == "retain_graph" and not (
+                            type(arg.value) is cst.Name and arg.value.value in ("False", "None")
+                        ):
+                            return True
+        return False
+
+    # ------------------------------------------------------------------ a state carried across a loop
+
+    def _carried_through(self, key: str, loop: Loop, targets: set[str], feed, ctx: Context) -> bool:
+        """Does ``key`` enter the loop from outside and reach the next iteration undetached?"""
+        analysis = self.analysis
+        bindings = loop.scope.bindings.get(key, ())
+        outside = any(b.ctx.order < loop.start for b in bindings) or self._bound_outside(key, loop.scope)
+        if not outside:
+            return False
+        for binding in bindings:
+            if not loop.contains(binding.ctx.order) or binding.stmt is feed:
+                continue
+            if self._cuts_history(binding, key, targets, loop):
+                return False
+        related = {key} | targets
+        for stmt, stmt_ctx in analysis.statements_in_loop(loop):
+            for call in analysis.calls_in(stmt):
+                if self._detaches_in_place(call, stmt, related, stmt_ctx):
+                    return False
+                if key.startswith("self.") and self._resets_through_method(call, key, ctx):
+                    return False
+        return True
+
+    def _bound_outside(self, key: str, scope: Scope) -> bool:
+        """A parameter, a module global, an attribute set in another method of the class."""
+        if key.startswith("self."):
+            class_scope = scope.class_scope
+            return class_scope is not None and any(
+                b.ctx.scope is not scope for b in class_scope.bindings.get(key, ())
+            )
+        if any(b.kind == "param" for b in scope.bindings.get(key, ())):
+            return True
+        outer = scope.parent
+        while outer is not None:
+            if outer.kind != "class" and outer.bindings.get(key):
+                return True
+            outer = outer.parent
+        return False
+
+    def _cuts_history(self, binding, key: str, targets: set[str], loop: Loop | None) -> bool:
+        """Does this re-binding of the state detach it (anywhere) or start it afresh (on every
+        iteration, or together with a ``backward()``)?"""
+        if binding.kind != "assign":
+            return binding.kind in ("for", "with")
+        value = binding.value
+        related = ({key} | targets) - {"self"}
+        live = self._live_keys(value, binding.ctx) & related
+        if live:
+            return False  # h = cell(x, h), h = h * mask, h = new_h: the history continues
+        if mentioned_keys(value) & related:
+            return True  # h = h.detach(), h = repackage_hidden(h), h = new_h.data
+        guard = binding.ctx.guard
+        if guard is None:
+            return True  # re-initialised on every pass
+        # `if done: loss.backward(); h = init()` restarts together with the backward it needs
+        return loop is not None and any(
+            stmt_ctx.guard is guard and any(_call_name(c) in BACKWARD_FUNCTIONS for c in self.analysis.calls_in(stmt))
+            for stmt, stmt_ctx in self.analysis.statements_in_loop(loop)
+        )
+
+    def _detaches_in_place(self, call, stmt, related: set[str], ctx: Context) -> bool:
+        """``h.detach_()``, ``for v in h: v.detach_()``, ``[v.detach_() for v in h]``, or an
+        in-place helper ``detach_hidden(h)`` whose result may be discarded."""
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "detach_":
+            if (mentioned_keys(func.value) | mentioned_keys(stmt)) & related:
+                return True
+            receiver = dotted_name(func.value)
+            binding = self.analysis.lookup(receiver, ctx) if receiver else None
+            return binding is not None and binding.kind == "for" and bool(mentioned_keys(binding.value) & related)
+        if not any(mentioned_keys(arg.value) & related for arg in call.args):
+            return False
+        helper = self._local_function(func, ctx)
+        if helper is not None:
+            return any(_call_name(c) == "detach_" for s, _ in helper.statements for c in self.analysis.calls_in(s))
+        name = dotted_name(func)
+        return name is not None and bool(DETACHING_HELPER_RE.search(last_part(name)))
+
+    def _resets_through_method(self, call, key: str, ctx: Context) -> bool:
+        """``self.reset_hidden()`` / ``self.detach_state()`` called in the loop re-binds ``self.x``."""
+        func = call.func
+        if type(func) is not cst.Attribute or dotted_name(func.value) != "self":
+            return False
+        class_scope = ctx.scope.class_scope
+        method = self._method(class_scope, func.attr.value)
+        return method is not None and method is not ctx.scope and any(
+            b.ctx.scope is method for b in class_scope.bindings.get(key, ())
+        )
+
+    # ------------------------------------------------------------------ a state stored on a module
+
+    def _check_stored_state(self, node, states: list[str], targets: set[str], ctx: Context) -> None:
+        """``out, self.hidden = self.lstm(x, self.hidden)`` in a method: the state lives across calls.
+        Reported when a backpropagating loop in this file calls the method on an instance and
+        nothing detaches or resets the state."""
+        class_scope = ctx.scope.class_scope
+        method = ctx.scope
+        if method.kind != "function" or method.parent is not class_scope:
+            return
+        carried = []
+        for key in states:
+            bindings = [b for b in class_scope.bindings.get(key, ()) if b.stmt is not node]
+            if any(self._stored_state_cut(b, key, targets, method) for b in bindings):
+                continue
+            if self._detached_in_class(key, targets, class_scope):
+                continue
+            carried.append(key)
+        if not carried:
+            return
+        resetting = {
+            b.ctx.scope.name for key in carried for b in class_scope.bindings.get(key, ())
+            if b.ctx.scope is not method and b.ctx.scope.name != "__init__"
+        }
+        if self._driving_loop(class_scope.node.name.value, method.name, carried, resetting):
+            self._report(node, carried, None)
+
+    def _stored_state_cut(self, binding, key: str, targets: set[str], method: Scope) -> bool:
+        if binding.kind != "assign":
+            return False
+        related = ({key} | targets) - {"self"}
+        value = binding.value
+        if self._live_keys(value, binding.ctx) & related:
+            return False
+        if mentioned_keys(value) & related:
+            return True  # detached somewhere in the class
+        # a fresh state at the start of every call of the same method
+        return binding.ctx.scope is method and not binding.ctx.loops and binding.ctx.guard is None
+
+    def _detached_in_class(self, key: str, targets: set[str], class_scope: Scope) -> bool:
+        related = ({key} | targets) - {"self"}
+        for stmt, stmt_ctx in self.analysis.statements_by_type.get("Expr", ()):
+            if stmt_ctx.scope.class_scope is not class_scope:
+                continue
+            for call in self.analysis.calls_in(stmt):
+                if self._detaches_in_place(call, stmt, related, stmt_ctx):
+                    return True
+        return False
+
+    def _driving_loop(self, class_name: str, method: str, keys: list[str], resetting: set[str]) -> bool:
+        """A backpropagating loop that calls ``method`` on an instance of the class and neither
+        resets the state (a resetting method, ``model.hidden = ...``) nor rebuilds the instance."""
+        analysis = self.analysis
+        attributes = {key[len("self."):] for key in keys}
+        for loop in analysis.loops.values():
+            if not analysis.loop_backpropagates(loop):
+                continue
+            instances, resets = set(), False
+            for stmt, ctx in analysis.statements_in_loop(loop):
+                for call in analysis.calls_in(stmt):
+                    instance = self._instance_called(call, class_name, method, ctx)
+                    if instance is not None and analysis.grad_enabled(ctx):
+                        instances.add(instance)
+            if not instances:
+                continue
+            for stmt, ctx in analysis.statements_in_loop(loop):
+                for call in analysis.calls_in(stmt):
+                    func = call.func
+                    if type(func) is cst.Attribute and func.attr.value in resetting and dotted_name(func.value) in instances:
+                        resets = True
+                if type(stmt) is cst.Assign:
+                    for target in stmt.targets:
+                        for bound in _target_keys(target.target):
+                            owner, _, attribute = bound.rpartition(".")
+                            if bound in instances or (owner in instances and attribute in attributes):
+                                resets = True
+            if not resets:
+                return True
+        return False
+
+    def _instance_called(self, call, class_name: str, method: str, ctx: Context) -> str | None:
+        """The key of the instance of ``class_name`` whose ``method`` this call runs, if any."""
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == method:
+            receiver = func.value
+        elif method in ("forward", "__call__"):
+            receiver = func
+        else:
+            return None
+        key = dotted_name(receiver)
+        if key is None:
+            return None
+        binding = self.analysis.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element:
+            return None
+        value = binding.value
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_PASS_THROUGH_METHODS:
+            value = value.func.value
+        if type(value) is cst.Call and dotted_name(value.func) == class_name:
+            return key
+        return None
+
+    # ------------------------------------------------------------------ what carries the graph
+
+    def _live_keys(self, expr, ctx: Context) -> set[str]:
+        """Keys whose graph ``expr`` carries: like ``mentioned_keys`` but leaving out what sits
+        under ``.detach()`` / ``.data`` / ``torch.zeros_like`` / a detaching helper, and the
+        iterable of a comprehension whose elements are all detached."""
+        found: set[str] = set()
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is cst.Name:
+                found.add(node.value)
+            elif kind is cst.Attribute:
+                if node.attr.value in NON_GRAPH_ATTRIBUTES:
+                    continue
+                key = dotted_name(node)
+                if key is None:
+                    stack.append(node.value)
+                else:
+                    found.update((key, key.partition(".")[0]))
+            elif kind is cst.Call:
+                if not self._cuts_graph(node, ctx):
+                    stack.extend(child_nodes(node))
+            elif kind.__name__ in COMPREHENSIONS:
+                stack.extend(self._comprehension_live(node, ctx))
+            elif kind is not cst.Lambda:
+                stack.extend(child_nodes(node))
+        return found
+
+    def _comprehension_live(self, node, ctx: Context) -> list:
+        """``tuple(v.detach() for v in h)`` carries nothing of ``h``; ``[cell(x, v) for v in h]`` does."""
+        loop_names = set()
+        clause = node.for_in
+        iterables = []
+        while clause is not None:
+            loop_names |= _target_keys(clause.target)
+            iterables.append(clause.iter)
+            clause = clause.inner_for_in
+        element_live = self._live_keys(node.elt, ctx)
+        if element_live & loop_names:
+            return iterables + [node.elt]
+        return [node.elt]
+
+    def _cuts_graph(self, call, ctx: Context) -> bool:
+        func = call.func
+        if type(func) is cst.Attribute:
+            method = func.attr.value
+            if method in DETACHING_METHODS or method in NON_DIFFERENTIABLE_METHODS or method in FRESH_METHODS:
+                return True
+        elif type(func) is cst.Name and func.value in ("float", "int", "bool", "str", "len", "isinstance"):
+            return True
+        qualified = self.analysis.qualified_name(func) or ""
+        if qualified.startswith("torch.") and last_part(qualified) in TORCH_NON_DIFFERENTIABLE:
+            return True
+        # apply_to_collection(h, Tensor, lambda t: t.detach()), tree_map(torch.Tensor.detach, h)
+        for arg in call.args:
+            value = arg.value
+            if type(value) is cst.Attribute and value.attr.value in ("detach", "detach_"):
+                return True
+            if type(value) is cst.Lambda and type(value.body) is cst.Call and _call_name(value.body) in ("detach", "detach_"):
+                return True
+        return self._detaching_helper(func, ctx)
+
+    def _detaching_helper(self, func, ctx: Context) -> bool:
+        """A helper whose result is detached: one defined here whose every return drops its
+        parameters' graph (``return h.detach()`` / ``tuple(repackage(v) for v in h)``), or an
+        unknown one named like ``repackage_hidden`` / ``detach_state``."""
+        scope = self._local_function(func, ctx)
+        if scope is None:
+            name = dotted_name(func)
+            return name is not None and bool(DETACHING_HELPER_RE.search(last_part(name)))
+        memo = scope._memo
+        if "tl103_detaches" not in memo:
+            memo["tl103_detaches"] = True  # a recursive call inside the helper detaches too
+            memo["tl103_detaches"] = self._returns_detached(scope)
+        return memo["tl103_detaches"]
+
+    def _returns_detached(self, scope: Scope) -> bool:
+        returned = self.analysis.returned_expressions(scope)
+        if not returned:
+            return False
+        tainted = {key for key, bindings in scope.bindings.items() if any(b.kind == "param" for b in bindings)}
+        tainted.discard("self")
+        changed = True
+        while changed:  # names computed from the parameters carry their graph
+            changed = False
+            for key, bindings in scope.bindings.items():
+                if key in tainted:
+                    continue
+                for binding in bindings:
+                    if binding.kind in ("assign", "for") and self._live_keys(binding.value, binding.ctx) & tainted:
+                        tainted.add(key)
+                        changed = True
+                        break
+        ctx = scope.statements[0][1] if scope.statements else None
+        return all(not (self._live_keys(value, ctx) & tainted) for value in returned)
+
+    def _local_function(self, func, ctx: Context) -> Scope | None:
+        """The scope of a function or method this file defines that ``func`` names."""
+        if type(func) is cst.Name:
+            binding = self.analysis.lookup(func.value, ctx)
+            if binding is not None and binding.kind == "def":
+                return self.analysis.scopes.get(id(binding.value))
+            return None
+        if type(func) is cst.Attribute and dotted_name(func.value) == "self":
+            return self._method(ctx.scope.class_scope, func.attr.value)
+        return None
+
+    def _method(self, class_scope: Scope | None, name: str) -> Scope | None:
+        if class_scope is None:
+            return None
+        for binding in class_scope.bindings.get(name, ()):
+            if binding.kind == "def":
+                return self.analysis.scopes.get(id(binding.value))
+        return None
+
+
+def _feeding_call(value):
+    """The call whose result is bound: ``rnn(x, h)`` or ``rnn(x, h)[1]``."""
+    if type(value) is cst.Subscript:
+        value = value.value
+    return value if type(value) is cst.Call else None
+
+
+def _target_keys(target) -> set[str]:
+    """Names and dotted attributes an assignment target binds (unpacking flattened)."""
+    if type(target) in (cst.Tuple, cst.List):
+        keys = set()
+        for element in target.elements:
+            keys |= _target_keys(element.value)
+        return keys
+    if type(target) is cst.StarredElement:
+        return _target_keys(target.value)
+    key = dotted_name(target)
+    return {key} if key is not None else set()
+
+
+def _call_name(call) -> str | None:
+    func = call.func
+    if type(func) is cst.Attribute:
+        return func.attr.value
+    if type(func) is cst.Name:
+        return func.value
+    return None
