@@ -98,7 +98,8 @@ def run_probes(requests: list[ProbeRequest], jobs: int | None = None,
             if receiver.poll():
                 try:
                     result = receiver.recv()
-                except EOFError:
+                except EOFError:  # the pipe closed without a result: the process died
+                    process.join(5)
                     result = _failure(request, "Crash", f"probe process died (exit code {process.exitcode})")
             elif not process.is_alive():
                 result = _failure(request, "Crash", f"probe process died (exit code {process.exitcode})")

@@ -1,0 +1,228 @@
+"""`torchlint verify`: every rule's claim on CPU, the JSON shape, verdict logic, exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAMS = Path(__file__).resolve().parent / "verify_programs"
+FIXTURES = REPO / "fixtures"
+HINT = "pip install 'torchlint[verify]'"
+
+
+def needs_torch():
+    return pytest.importorskip("torch", reason="the runtime verifier needs torch (the verify extra)")
+
+
+# A `python -c` prelude that makes `import NAME` fail as if NAME were not installed.
+BLOCK_IMPORT = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == {name!r} or name.startswith({name!r} + "."):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def run_blocked(module: str, args: list[str]) -> subprocess.CompletedProcess:
+    code = BLOCK_IMPORT.format(name=module) + (
+        "from torchlint.verify.cli import main\n"
+        f"raise SystemExit(main({args!r}))\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def runnable_fixture_codes() -> set[str]:
+    codes = set()
+    for directory in FIXTURES.glob("TL*"):
+        files = list(directory.glob("bad*.py")) + list(directory.glob("good*.py"))
+        if any("def run(" in path.read_text(encoding="utf-8") for path in files):
+            codes.add(directory.name)
+    return codes
+
+
+# ------------------------------------------------------------------ the whole catalogue on CPU
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    needs_torch()
+    from torchlint.verify.cli import main
+
+    output = tmp_path_factory.mktemp("verify") / "evidence.json"
+    code = main(["--device", "cpu", "--format", "json", "--output-file", str(output)])
+    return code, json.loads(output.read_text(encoding="utf-8"))
+
+
+def test_every_claim_is_confirmed_on_cpu_and_only_tl401_needs_cuda(cpu_run):
+    code, records = cpu_run
+    problems = [f"{r['code']}: {r['verdict']} ({r['detail']})" for r in records
+                if r["verdict"] not in ("confirmed", "needs-cuda")]
+    assert not problems
+    assert {r["code"] for r in records if r["verdict"] == "needs-cuda"} <= {"TL401"}
+    assert code == 0
+
+
+def test_every_rule_with_runnable_fixtures_has_a_claim(cpu_run):
+    _, records = cpu_run
+    assert runnable_fixture_codes() <= {r["code"] for r in records}
+    assert {"NR1", "NR2"} <= {r["code"] for r in records}
+
+
+def test_json_records_carry_the_figures_for_bad_and_good(cpu_run):
+    torch = needs_torch()
+    _, records = cpu_run
+    assert records
+    for record in records:
+        assert {"code", "claim", "metric", "device", "torch_version", "verdict", "detail", "bad", "good"} <= set(record)
+        assert record["device"] == "cpu" and record["torch_version"] == torch.__version__
+        if record["verdict"] == "needs-cuda":
+            continue
+        for side in ("bad", "good"):
+            figures = record[side]
+            steps = figures["steps"]
+            assert len(steps) >= 2 and steps == sorted(steps)
+            for key in ("live_bytes", "peak_bytes", "allocations", "allocated_bytes", "graph_nodes"):
+                assert len(figures[key]) == len(steps), (record["code"], side, key)
+                assert all(isinstance(value, int) and value >= 0 for value in figures[key])
+            assert "exception" in figures and "time_per_step_s" in figures and figures["summary"]
+
+
+# ------------------------------------------------------------------ probe and runner on tiny programs
+def test_probe_measures_exact_growth_per_step_and_a_curve():
+    needs_torch()
+    from torchlint.verify.runner import ProbeRequest, run_probes
+
+    leak, flat = run_probes([ProbeRequest(str(PROGRAMS / "leak.py"), step_counts=(2, 4, 8)),
+                             ProbeRequest(str(PROGRAMS / "flat.py"), step_counts=(2, 4, 8))])
+    assert [run["live_bytes"] for run in leak["runs"]] == [2 * 4096, 4 * 4096, 8 * 4096]
+    assert [run["allocations"] for run in leak["runs"]] == [8, 16, 32]  # ones, sum, zeros, add
+    assert [point["live_bytes"] for point in leak["runs"][-1]["per_step"]] == [1024 + 4096 * k for k in range(1, 9)]
+    assert [run["live_bytes"] for run in flat["runs"]] == [4096] * 3
+    assert flat["runs"][-1]["figures"] == {"total": [1024.0 * k for k in range(1, 9)], "steps": 8}
+
+
+def test_probe_counts_graph_nodes_and_records_exceptions_and_import_errors():
+    needs_torch()
+    from torchlint.verify.runner import ProbeRequest, run_probes
+
+    graph, raises, broken, crash = run_probes([
+        ProbeRequest(str(PROGRAMS / name), step_counts=(2, 4)) for name in ("graph.py", "raises.py", "broken.py", "crash.py")
+    ])
+    nodes = [run["graph_nodes"] for run in graph["runs"]]
+    assert nodes[1] - nodes[0] == 2 * 3  # mul, sum and the running add per step
+    assert [run["live_bytes"] for run in graph["runs"]] == [68, 68]  # tensors flat: the graph grows, not bytes
+    assert raises["runs"][0]["exception"] == {"type": "RuntimeError", "message": "second step is not allowed"}
+    assert broken["error"]["type"] == "ModuleNotFoundError" and not broken["runs"]
+    assert crash["error"]["type"] == "Crash" and "exit code 3" in crash["error"]["message"]
+
+
+def test_probe_figures_are_identical_in_separate_processes():
+    needs_torch()
+    from torchlint.verify.runner import ProbeRequest, run_probes
+
+    request = ProbeRequest(str(REPO / "torchlint/verify/nonrules/nr1_del_outputs.py"), "run_del_outputs", (2, 4))
+    first, second = run_probes([request, request])
+    strip = lambda result: [{k: v for k, v in run.items() if k != "per_step"} for run in result["runs"]]  # noqa: E731
+    assert strip(first) == strip(second)
+    assert first["runs"][0]["allocations"] > 0
+
+
+# ------------------------------------------------------------------ verdicts and exit codes
+def program_claims():
+    from torchlint.verify.claims import Claim, Program, grows_linearly_vs_flat
+
+    def leak_vs_flat(code, bad, good, **options):
+        return Claim(code=code, claim="test claim", metric="live bytes", bad=Program(str(PROGRAMS / bad)),
+                     good=Program(str(PROGRAMS / good)), check=grows_linearly_vs_flat("live_bytes", 4096), **options)
+
+    return {
+        "confirmed": leak_vs_flat("TL901", "leak.py", "flat.py"),
+        "refuted": leak_vs_flat("TL902", "flat.py", "leak.py"),
+        "error-raises": leak_vs_flat("TL903", "raises.py", "flat.py"),
+        "error-import": leak_vs_flat("TL904", "broken.py", "flat.py"),
+        "error-missing": leak_vs_flat("TL905", "missing.py", "flat.py"),
+        "needs-cuda": leak_vs_flat("TL906", "leak.py", "flat.py", needs_cuda=True),
+    }
+
+
+def test_verdicts_follow_the_measurements():
+    torch = needs_torch()
+    from torchlint.verify.verifier import verify
+
+    claims = program_claims()
+    records = verify(list(claims.values()), "cpu", 8, PROGRAMS, torch.__version__)
+    verdicts = {name: record["verdict"] for name, record in zip(claims, records)}
+    assert verdicts == {
+        "confirmed": "confirmed", "refuted": "refuted", "error-raises": "error", "error-import": "error",
+        "error-missing": "error", "needs-cuda": "needs-cuda",
+    }
+    by_code = {record["code"]: record for record in records}
+    assert by_code["TL901"]["bad"]["summary"] == "+4.0 KiB/step"
+    assert "second step is not allowed" in by_code["TL903"]["detail"]
+    assert "missing fixture" in by_code["TL905"]["detail"]
+
+
+@pytest.mark.parametrize("names, expected", [(["confirmed", "needs-cuda"], 0), (["confirmed", "refuted"], 1),
+                                             (["error-import"], 1)])
+def test_exit_code_and_text_table(monkeypatch, capsys, names, expected):
+    needs_torch()
+    import torchlint.verify.claims as claims_module
+    from torchlint.verify.cli import main
+
+    claims = program_claims()
+    monkeypatch.setattr(claims_module, "all_claims", lambda: [claims[name] for name in names])
+    assert main(["--device", "cpu", "--fixtures", str(PROGRAMS)]) == expected
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["rule", "claim", "metric", "bad", "good", "verdict"]
+    counts = {verdict: sum(claims[name] is not None and name.split("-")[0] == verdict.split("-")[0]
+                           for name in names) for verdict in ("confirmed", "refuted", "error")}
+    assert out[-1].startswith(f"{counts['confirmed']} confirmed, {counts['refuted']} refuted, "
+                              f"{int('needs-cuda' in names)} needs-cuda, {counts['error']} error (device cpu")
+
+
+@pytest.mark.parametrize("args", [["TL999"], ["--steps", "1"], ["--device", "tpu"], ["--format", "xml"],
+                                  ["--fixtures", "/nonexistent/fixtures"], ["--jobs", "0"]])
+def test_usage_errors_exit_2(capsys, args):
+    needs_torch()
+    from torchlint.verify.cli import main
+
+    assert main(args) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_without_torch_one_line_and_exit_2():
+    result = run_blocked("torch", ["--device", "cpu"])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and HINT in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_plot_without_matplotlib_is_a_one_line_error():
+    needs_torch()
+    result = run_blocked("matplotlib", ["NR1", "--device", "cpu", "--plot", "charts"])
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "matplotlib" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_plot_writes_a_chart_per_rule(tmp_path, capsys):
+    needs_torch()
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (the plot extra)")
+    from torchlint.verify.cli import main
+
+    assert main(["NR1", "--device", "cpu", "--plot", str(tmp_path / "charts")]) == 0
+    chart = tmp_path / "charts" / "NR1.png"
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_verify_cli_does_not_import_torch_in_the_parent():
+    code = ("import sys\nfrom torchlint.verify import cli\n"
+            "assert cli.main(['--help']) == 0\nprint('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            cwd=REPO, env={**os.environ, "COLUMNS": "100"})
+    assert result.stdout.strip().splitlines()[-1] == "False"
