@@ -193,6 +193,68 @@ def raised(measured: Measured, error_type: str, contains: str) -> tuple[bool, st
     return True, _exception_text(measured.exceptions[-1])
 
 
+def allocations_grow_quadratically(min_ratio: float = 1.3) -> Callable[[Measured, Measured], Outcome]:
+    """Bad's allocations per step keep rising (each step redoes the earlier steps' work): the
+    last interval's allocations per step are at least ``min_ratio`` × the first interval's; good's
+    stay constant per step."""
+
+    def check(bad: Measured, good: Measured) -> Outcome:
+        bad_increments, good_increments = bad.increments("allocations"), good.increments("allocations")
+        ratio = bad_increments[-1] / bad_increments[0] if bad_increments[0] else float("inf")
+        holds = ratio >= min_ratio and max(good_increments) == min(good_increments)
+        return Outcome(
+            holds, "allocs/step " + "->".join(f"{v:g}" for v in bad_increments),
+            "allocs/step " + "->".join(f"{v:g}" for v in good_increments),
+            f"bad allocations per step rise {ratio:.2f}x over the step counts (need >= {min_ratio}); good constant",
+        )
+
+    return check
+
+
+def raises_vs_clean(error_type: str, contains: str, clean_below: int = 0) -> Callable[[Measured, Measured], Outcome]:
+    """Bad raises ``error_type`` mentioning ``contains`` in every run of ``clean_below`` steps or
+    more (and not below); good completes every run with flat live memory."""
+
+    def check(bad: Measured, good: Measured) -> Outcome:
+        good.expect_clean()
+        bad.expect_ran()
+        short = [run for run in bad.runs if run["steps"] < clean_below]
+        for run in short:
+            if run.get("exception"):
+                return Outcome(False, f"raised at {run['steps']} step(s)", "ok",
+                               f"bad raised before step {clean_below}: {_exception_text(run['exception'])}")
+        long = Measured({**bad.result, "runs": [run for run in bad.runs if run["steps"] >= clean_below]})
+        did_raise, text = raised(long, error_type, contains)
+        good_slope = good.slope("live_bytes")
+        when = f" from step {clean_below} on" if clean_below else ""
+        return Outcome(
+            did_raise and good_slope <= 0, _shorten(text, 60) + (f" from step {clean_below}" if clean_below else ""),
+            f"runs, {per_step_bytes(good_slope)}",
+            f"bad raises {error_type} containing {contains!r}{when}: {did_raise}; good runs with live bytes flat",
+        )
+
+    return check
+
+
+def all_of(*checks: Callable[[Measured, Measured], Outcome]) -> Callable[[Measured, Measured], Outcome]:
+    """Every check holds; summaries and details joined."""
+
+    def check(bad: Measured, good: Measured) -> Outcome:
+        outcomes = [each(bad, good) for each in checks]
+        return Outcome(
+            all(outcome.holds for outcome in outcomes),
+            "; ".join(outcome.bad for outcome in outcomes),
+            "; ".join(outcome.good for outcome in outcomes),
+            "; ".join(outcome.detail for outcome in outcomes),
+        )
+
+    return check
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
 # ------------------------------------------------------------------------------ discovery
 def all_claims() -> list[Claim]:
     claims: list[Claim] = []
