@@ -33,14 +33,16 @@ ATTACHMENT_TOKENS = (
 )
 
 # Names that conventionally hold a module or a loss function: calling them is a forward pass.
+# The first group also counts as a suffix (text_encoder, ema_model, q_net); the second only as
+# the whole name (a `data_generator()` is a Python generator, not a GAN's).
 CONVENTIONAL_MODULE_RE = re.compile(
     r"^(?!_*(?:get|build|create|load|make|init|initialize|save|setup|set|prepare|wrap|unwrap|"
     r"train|eval|evaluate|compile|export|freeze|unfreeze|copy|update|convert|print|log|register|"
     r"replace|patch|resolve|fetch|download|reset|is|has|to|from|apply|check|find|select|"
-    r"construct|instantiate|default)_)"
-    r"_*(?:\w+_)?(?:model|net|network|criterion|loss_fn|loss_func|loss_function|lossfn|"
-    r"classifier|encoder|decoder|generator|discriminator|backbone|critic|actor|head|teacher|"
-    r"student)$|^net[A-Z]\w*$"
+    r"construct|instantiate|default|profile|infer|run|test|benchmark|count|wrapped)_)"
+    r"_*(?:[a-z0-9]+_)*(?:model|net|network|criterion|loss_fn|loss_func|loss_function|lossfn|"
+    r"classifier|encoder|decoder|backbone)$"
+    r"|^_*(?:generator|discriminator|critic|actor|head|teacher|student|policy_net)$|^net[A-Z]\w*$"
 )
 # Imported (not locally defined) classes whose name says they build a module.
 MODULE_CLASS_RE = re.compile(r"(?:Model|Net|Network|Module|Loss|Encoder|Decoder|Classifier)$")
@@ -75,6 +77,58 @@ MODULE_PASS_THROUGH_METHODS = frozenset({
     "requires_grad_", "to_empty", "share_memory",
 })
 BACKWARD_FUNCTIONS = frozenset({"backward", "manual_backward"})
+CONTAINER_WRITES = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "setdefault"})
+# Tensor methods named like in-place ops that change no values (or only metadata autograd allows).
+NON_MUTATING_INPLACE_METHODS = frozenset({"requires_grad_", "share_memory_", "detach_", "rename_"})
+# Methods returning a view of their receiver: an in-place op on the view changes the base.
+VIEW_METHODS = frozenset({
+    "view", "view_as", "unsqueeze", "squeeze", "transpose", "permute", "t", "narrow", "select",
+    "unflatten", "diagonal", "movedim", "swapaxes",
+})
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+# torch.nn layers that own `weight` / `bias` parameters.
+PARAMETERISED_LAYERS = frozenset({
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "PReLU",
+})
+
+# Optimizers are recognised by name (`optimizer`, `opt_d`, `optimizerG`, `self.actor.optimizer`)
+# or by what they are built from; these words make an optimizer-ish name something else.
+OPTIMIZER_WORDS = frozenset({"optimizer", "optimiser", "optim", "opt"})
+OPTIMIZER_PLURAL_WORDS = frozenset({"optimizers", "optimisers", "optims", "opts"})
+NOT_OPTIMIZER_WORDS = frozenset({
+    "sched", "scheduler", "schedulers", "lr", "warmup", "config", "cfg", "cls", "class", "kwargs",
+    "args", "state", "step", "steps", "closure", "hook", "hooks", "fn", "func", "builder",
+    "factory", "name", "level", "type", "idx", "index",
+})
+OPTIMIZER_CLASSES = frozenset({
+    "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "ASGD", "LBFGS", "NAdam", "RAdam",
+    "RMSprop", "Rprop", "SparseAdam", "Adafactor", "Lion", "Lamb", "LAMB", "LARS", "Muon",
+    "Adan", "AdaBelief", "Shampoo", "SophiaG", "Lookahead", "FusedAdam", "FusedLAMB",
+})
+OPTIMIZER_CLASS_RE = re.compile(r"(?:Optimizer|Optimiser)$")
+# Calls that clear gradients by their name: zero_grad(), zero_grads(model), clear_grad(),
+# optimizer_zero_grad(...), reset_grads(), set_grads_to_none(...)
+CLEARING_CALL_RE = re.compile(
+    r"(?:zero|clear|reset|null|none)_?(?:all_|the_)?grad|grads?_(?:to_)?(?:zero|none|clear|reset)", re.I
+)
+# In-place methods that overwrite a `.grad` tensor: `p.grad.zero_()`, `p.grad.copy_(g)`
+GRAD_OVERWRITING_METHODS = frozenset({"zero_", "fill_", "copy_"})
+_WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def name_words(name: str) -> list[str]:
+    """``optimizerG`` -> [optimizer, g]; ``d_opt2`` -> [d, opt]; ``ZeroRedundancyOptimizer`` -> [...]"""
+    return [word.lower() for word in _WORD_RE.findall(name)]
+
+
+def looks_like_optimizer(name: str, plural: bool = False) -> bool:
+    """Is a (last) name part named like an optimizer: ``optimizer``, ``opt_g``, ``optimizerD``,
+    ``actor_optimizer``, ``opt1`` (``optimizers`` / ``opts`` too with ``plural``)?"""
+    words = name_words(name)
+    accepted = OPTIMIZER_WORDS | OPTIMIZER_PLURAL_WORDS if plural else OPTIMIZER_WORDS
+    return any(word in accepted for word in words) and not any(word in NOT_OPTIMIZER_WORDS for word in words)
 
 _NEUTRAL_FIELDS = frozenset({
     "lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "header",
@@ -152,7 +206,7 @@ def keyword_argument(call, keyword: str):
 class Scope:
     """A module, class or function body."""
 
-    __slots__ = ("node", "kind", "parent", "class_scope", "grad", "bindings", "statements", "name", "_memo")
+    __slots__ = ("node", "kind", "parent", "class_scope", "grad", "bindings", "stores", "statements", "name", "_memo")
 
     def __init__(self, node, kind: str, parent: Scope | None, class_scope: Scope | None, grad: GradMode) -> None:
         self.node = node
@@ -161,6 +215,8 @@ class Scope:
         self.class_scope = class_scope
         self.grad = grad
         self.bindings: dict[str, list[Binding]] = defaultdict(list)
+        # values written into a container without rebinding it: xs[i] = v, xs.append(v)
+        self.stores: dict[str, list] = defaultdict(list)
         self.statements: list[tuple[object, Context]] = []
         self.name = node.name.value if kind != "module" else "<module>"
         self._memo: dict = {}
@@ -237,6 +293,9 @@ class Analysis:
         self._module_memo: dict[int, bool] = {}
         self._callers_memo: dict[tuple[str, bool], bool] = {}
         self._calls_memo: dict[int, list] = {}
+        self._grad_leaf_memo: dict[int, bool] = {}
+        self._switches: dict | None = None
+        self._sequences_memo: dict[int, dict] = {}
         self.module_scope = Scope(module, "module", None, None, GradMode.ENABLED)
         self._collect_top_level_imports(module.body)
         self._walk_block(module.body, self.module_scope, (), GradMode.ENABLED, None, False)
@@ -334,15 +393,26 @@ class Analysis:
         kind = type(stmt)
         if kind is cst.Assign:
             for target in stmt.targets:
-                self._bind_target(target.target, "assign", stmt.value, (), stmt, ctx)
+                if type(target.target) is cst.Subscript:
+                    key = storage_key(target.target)
+                    if key is not None:
+                        scope.stores[key].append(stmt.value)
+                else:
+                    self._bind_target(target.target, "assign", stmt.value, (), stmt, ctx)
         elif kind is cst.AnnAssign:
             if stmt.value is not None:
                 self._bind_target(stmt.target, "assign", stmt.value, (), stmt, ctx)
         elif kind is cst.AugAssign:
             self._bind_target(stmt.target, "augassign", stmt, (), stmt, ctx)
         elif kind is cst.Expr:
-            if type(stmt.value) is cst.Call:
-                return self._statement_grad_switch(stmt.value, grad)
+            call = stmt.value
+            if type(call) is cst.Call:
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value in CONTAINER_WRITES and call.args:
+                    key = storage_key(func.value)
+                    if key is not None:
+                        scope.stores[key].extend(arg.value for arg in call.args)
+                return self._statement_grad_switch(call, grad)
         elif kind in (cst.Import, cst.ImportFrom):
             for local in self._record_import(stmt):
                 self._bind(local, "import", None, (), stmt, ctx)
@@ -642,6 +712,25 @@ class Analysis:
     def loop_backpropagates(self, loop: Loop) -> bool:
         return any(self.loop_calls(loop, name) for name in BACKWARD_FUNCTIONS)
 
+    def runs_every_iteration(self, ctx: Context) -> bool:
+        """Does the statement run on every iteration of its innermost loop? Not under an ``if`` /
+        ``except`` / ``case`` inside that loop (a ``try:`` body, a ``with`` block and a ``finally:``
+        run every time; a guard in an outer loop does not guard the inner one), and the loop
+        really repeats (see ``loop_runs_once``)."""
+        loop = ctx.loop
+        return loop is not None and ctx.guard is None and not self.loop_runs_once(loop)
+
+    def loop_runs_once(self, loop: Loop) -> bool:
+        """Does an unconditional ``break`` / ``return`` / ``raise`` end the loop's first iteration?
+        A one-shot loop, or a retry loop whose ``try:`` body breaks out on success: its body
+        runs again only after a failure."""
+        if "once" not in loop._memo:
+            loop._memo["once"] = any(
+                type(stmt) in (cst.Break, cst.Return, cst.Raise) and ctx.loop is loop and ctx.guard is None
+                for stmt, ctx in self.statements_in_loop(loop)
+            )
+        return loop._memo["once"]
+
     def returned_expressions(self, scope: Scope) -> list:
         """Values of the scope's return / yield statements and yield expressions."""
         if "returned" not in scope._memo:
@@ -659,37 +748,68 @@ class Analysis:
             scope._memo["returned"] = values
         return scope._memo["returned"]
 
-    def escapes_by_return(self, key: str, scope: Scope) -> bool:
-        """Is ``key`` part of what the function returns or yields?"""
-        return any(key in mentioned_keys(value) for value in self.returned_expressions(scope))
-
-    def returned_attached(self, key: str, scope: Scope) -> bool:
-        """Does the function return ``key`` without detaching it (``return total``, ``return total / n``)?"""
-        return any(key in mentioned_keys(value, skip_detached=True) for value in self.returned_expressions(scope))
-
-    def backpropagated_keys(self, scope: Scope) -> frozenset[str]:
-        """Names whose value reaches a ``backward()`` in this scope: the roots (``loss.backward()``,
-        ``accelerator.backward(loss)``, ``scaler.scale(loss).backward()``) and, transitively, the
-        names their bindings were computed from (``loss = total / n`` puts ``total`` in)."""
-        if "backprop" in scope._memo:
-            return scope._memo["backprop"]
-        pending: list[str] = []
-        for stmt, ctx in scope.statements:
-            if ctx.scope is not scope:
-                continue
+    def backward_roots(self, scope: Scope) -> frozenset[str]:
+        """Names that a ``backward()`` in this scope is called on directly: ``loss.backward()``,
+        ``accelerator.backward(loss)``, ``scaler.scale(loss).backward()``,
+        ``torch.autograd.grad(loss, ...)``. Such a name certainly holds a graph-attached tensor."""
+        if "roots" in scope._memo:
+            return scope._memo["roots"]
+        roots: set[str] = set()
+        for stmt, _ in scope.statements:
             for call in self.calls_in(stmt):
                 name = _call_name(call)
+                positional = call_arguments(call)
                 if name in BACKWARD_FUNCTIONS:
-                    # loss.backward(), accelerator.backward(loss), scaler.scale(loss).backward()
-                    roots = call_arguments(call)[:1]
-                    if type(call.func) is cst.Attribute:
-                        roots.append(call.func.value)
-                elif name == "grad" and self.qualified_name(call.func) == "torch.autograd.grad":
-                    roots = call_arguments(call)[:1]
+                    # accelerator.backward(loss) / self.manual_backward(loss): the argument;
+                    # loss.backward() / scaler.scale(loss).backward(): the receiver
+                    if positional:
+                        operand = positional[0]
+                    elif type(call.func) is cst.Attribute:
+                        operand = call.func.value
+                    else:
+                        continue
+                elif name == "grad" and positional and self.qualified_name(call.func) == "torch.autograd.grad":
+                    operand = positional[0]
                 else:
                     continue
-                for root in roots:
-                    pending.extend(mentioned_keys(root, skip_detached=True))
+                roots.update(_tensor_operand_keys(operand))
+        result = frozenset(roots)
+        scope._memo["roots"] = result
+        return result
+
+    def backpropagated_keys(self, scope: Scope) -> frozenset[str]:
+        """Names whose value reaches a ``backward()`` in this scope: the roots and, transitively,
+        the names their bindings were computed from (``loss = total / n`` puts ``total`` in)."""
+        if "backprop" not in scope._memo:
+            scope._memo["backprop"] = self._sources_closure(self.backward_roots(scope), scope)
+        return scope._memo["backprop"]
+
+    def returned_keys(self, scope: Scope) -> frozenset[str]:
+        """Names whose undetached value reaches a return or yield of the function, directly
+        (``return feats``) or through other bindings (``out = torch.cat(feats); return out``)."""
+        if "returned_keys" not in scope._memo:
+            roots = set()
+            for value in self.returned_expressions(scope):
+                roots.update(mentioned_keys(value, skip_detached=True))
+            scope._memo["returned_keys"] = self._sources_closure(roots, scope)
+        return scope._memo["returned_keys"]
+
+    def reaches_backward(self, key: str, ctx: Context) -> bool:
+        """Does ``key`` feed a backward() in its function, or, for ``self.x``, in any method of
+        the class (a meta-learning strategy that stores losses and differentiates them later)?"""
+        if key in self.backpropagated_keys(ctx.scope):
+            return True
+        class_scope = ctx.scope.class_scope
+        if not key.startswith("self.") or class_scope is None:
+            return False
+        return any(
+            key in self.backpropagated_keys(method)
+            for method in self.scopes.values()
+            if method.kind == "function" and method.class_scope is class_scope
+        )
+
+    def _sources_closure(self, roots, scope: Scope) -> frozenset[str]:
+        pending = list(roots)
         reached: set[str] = set()
         while pending:
             key = pending.pop()
@@ -697,13 +817,13 @@ class Analysis:
                 continue
             reached.add(key)
             for binding in scope.bindings.get(key, ()):
-                if binding.kind == "assign" and binding.value is not None:
+                if binding.kind in ("assign", "for") and binding.value is not None:
                     pending.extend(mentioned_keys(binding.value, skip_detached=True))
                 elif binding.kind == "augassign":
                     pending.extend(mentioned_keys(binding.value.value, skip_detached=True))
-        result = frozenset(reached)
-        scope._memo["backprop"] = result
-        return result
+            for value in scope.stores.get(key, ()):
+                pending.extend(mentioned_keys(value, skip_detached=True))
+        return frozenset(reached)
 
     # ------------------------------------------------------------------ graph attachment
 
@@ -792,7 +912,7 @@ class Analysis:
         return False
 
     def _backpropagated(self, binding: Binding) -> bool:
-        return binding.key in self.backpropagated_keys(binding.ctx.scope)
+        return binding.key in self.backward_roots(binding.ctx.scope)
 
     def _element_of(self, value, element: tuple[int, ...]):
         """The sub-expression an unpacking target receives, or the whole value when unknown;
@@ -851,16 +971,18 @@ class Analysis:
         key = dotted_name(expr)
         if key is None:
             return False
-        if CONVENTIONAL_MODULE_RE.match(last_part(key)):
-            return True
         binding = self.lookup(key, ctx)
-        if binding is None:
-            return False
-        memo = self._module_memo
-        if id(binding) not in memo:
-            memo[id(binding)] = False
-            memo[id(binding)] = self._binding_is_module(binding)
-        return memo[id(binding)]
+        if binding is not None and binding.kind in ("def", "class", "import"):
+            # a function named like build_model() is not a module; a class is called to build one
+            return binding.kind == "import" and self.is_module_class(expr) and not key[:1].isupper()
+        if binding is not None and binding.kind == "assign":
+            memo = self._module_memo
+            if id(binding) not in memo:
+                memo[id(binding)] = False
+                memo[id(binding)] = self._binding_is_module(binding)
+            if memo[id(binding)]:
+                return True
+        return is_conventional_module_name(last_part(key))
 
     def _binding_is_module(self, binding: Binding) -> bool:
         if binding.kind == "param":
@@ -911,8 +1033,498 @@ class Analysis:
                 return True
         return False
 
+    # ------------------------------------------------------------------ in-place mutation
+
+    def mutated_operands(self, stmt) -> list:
+        """The tensors a statement modifies in place: receivers of in-place methods
+        (``w.add_(1)``, ``w[0].zero_()``), first arguments of ``torch.<op>_`` functions
+        (``torch.relu_(y)``; ``torch.nn.init.*_`` are not included), the base of an item
+        assignment (``w[i] = v`` gives ``w``) and the target of an augmented assignment."""
+        operands = []
+        kind = type(stmt)
+        if kind is cst.AugAssign:
+            target = stmt.target
+            operands.append(storage_base(target) if type(target) is cst.Subscript else target)
+        elif kind is cst.Assign:
+            operands.extend(storage_base(t.target) for t in stmt.targets if type(t.target) is cst.Subscript)
+        for call in self.calls_in(stmt):
+            func = call.func
+            if type(func) is not cst.Attribute or not is_inplace_method(func.attr.value):
+                continue
+            qualified = self.qualified_name(func)
+            if qualified is None:
+                operands.append(func.value)
+            elif qualified.count(".") == 1 and qualified.startswith("torch.") and call_arguments(call):
+                operands.append(call_arguments(call)[0])  # torch.relu_(y)
+        return operands
+
+    # ------------------------------------------------------------------ leaves that require grad
+
+    def is_grad_leaf(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` at ``ctx`` a leaf tensor that requires grad, or a view of one (``w[0]``,
+        ``w.view(-1)``)? In-place ops on those raise outside ``no_grad``.
+
+        Leaves: ``nn.Parameter(...)`` (any spelling; ``self.w`` when the class assigns one to it),
+        ``torch.*(..., requires_grad=True)``, ``x.requires_grad_()`` as a call or an earlier
+        statement, ``layer.weight`` / ``layer.bias`` of a ``torch.nn`` layer, the loop variable over
+        ``m.parameters()`` / ``m.named_parameters()`` / an optimizer's ``group["params"]``. Not
+        ``w.data``, ``w.grad``, ``w.detach()``, anything computed from a leaf, nor anything the
+        module switches ``requires_grad`` off for (``ema.requires_grad_(False)``, any flag not
+        literally True)."""
+        expr = strip_views(expr)
+        if expr is None:
+            return False
+        if type(expr) is cst.Call:
+            return self._creates_grad_leaf(expr, ctx)
+        key = dotted_name(expr)
+        if key is None or self._grad_switched_off(key):
+            return False
+        if any(self._binding_grad_leaf(binding) for binding in self._visible_bindings(key, ctx)):
+            return True
+        if type(expr) is cst.Attribute and expr.attr.value in ("weight", "bias"):
+            return self._is_parameterised_layer(expr.value, ctx)  # model.fc.weight
+        return self._grad_switched_on(key, ctx)
+
+    def _visible_bindings(self, key: str, ctx: Context) -> list[Binding]:
+        """The binding of ``key`` at ``ctx`` in its own scope; for ``self.x`` without one, every
+        assignment to it in the class (``self.weight = nn.Parameter(...)`` in ``__init__``)."""
+        scope = ctx.scope
+        latest = None
+        for binding in scope.bindings.get(key, ()):
+            if binding.ctx.order >= ctx.order:
+                break
+            latest = binding
+        if latest is not None:
+            return [latest]
+        if key.startswith("self.") and scope.class_scope is not None:
+            return [b for b in scope.class_scope.bindings.get(key, ()) if b.kind == "assign"]
+        binding = self.lookup(key, ctx)
+        return [binding] if binding is not None else []
+
+    def _binding_grad_leaf(self, binding: Binding) -> bool:
+        memo = self._grad_leaf_memo
+        if id(binding) not in memo:
+            memo[id(binding)] = False  # cycles resolve to "not a leaf"
+            memo[id(binding)] = self._compute_binding_grad_leaf(binding)
+        return memo[id(binding)]
+
+    def _compute_binding_grad_leaf(self, binding: Binding) -> bool:
+        kind = binding.kind
+        if kind == "augassign":  # updated in place: still the same leaf
+            return any(self._binding_grad_leaf(b) for b in self._visible_bindings(binding.key, binding.ctx))
+        if kind == "for":
+            return self._iterates_parameters(binding.value, binding.element, binding.ctx)
+        if kind != "assign":
+            return False
+        value = self._element_of(binding.value, binding.element)
+        if value is None or (binding.element and value is binding.value):
+            return False
+        if type(value) is cst.Call:
+            return self._creates_grad_leaf(value, binding.ctx)
+        if type(value) in (cst.Name, cst.Attribute):  # w = self.weight
+            return self.is_grad_leaf(value, binding.ctx)
+        return False
+
+    def _creates_grad_leaf(self, call, ctx: Context) -> bool:
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "requires_grad_":
+            # a tensor outside the graph becomes a leaf; an attached one stays a non-leaf
+            return _requires_grad_flag(call, 0, True) is True and not self.is_attached(func.value, ctx)
+        qualified = self.qualified_name(func)
+        if qualified is None:
+            return False
+        if qualified in PARAMETER_CLASSES:
+            return _requires_grad_flag(call, 1, True) is True
+        if qualified.startswith("torch.") and not qualified.startswith("torch.nn."):
+            return _requires_grad_flag(call, None, False) is True  # torch.zeros(..., requires_grad=True)
+        return False
+
+    def _iterates_parameters(self, iterable, element: tuple[int, ...], ctx: Context) -> bool:
+        """Does a loop target at ``element`` of ``for ... in iterable`` receive parameters?"""
+        if type(iterable) is cst.Subscript:  # for p in group["params"], group from .param_groups
+            index = iterable.slice[0].slice if len(iterable.slice) == 1 else None
+            if element or type(index) is not cst.Index or type(index.value) is not cst.SimpleString:
+                return False
+            if index.value.value[1:-1] != "params":
+                return False
+            key = dotted_name(iterable.value)
+            binding = self.lookup(key, ctx) if key else None
+            return (binding is not None and binding.kind == "for" and not binding.element
+                    and type(binding.value) is cst.Attribute and binding.value.attr.value == "param_groups")
+        if type(iterable) is not cst.Call:
+            return False
+        func, arguments = iterable.func, call_arguments(iterable)
+        if type(func) is cst.Attribute and func.attr.value in ("parameters", "named_parameters"):
+            if element != (() if func.attr.value == "parameters" else (1,)):
+                return False
+            owner = dotted_name(func.value)
+            return owner is None or not self._grad_switched_off(owner)
+        name = dotted_name(func)
+        if name in ("list", "tuple", "reversed", "sorted") and arguments:
+            return self._iterates_parameters(arguments[0], element, ctx)
+        if name == "filter" and len(arguments) == 2:
+            return self._iterates_parameters(arguments[1], element, ctx)
+        if name in ("chain", "itertools.chain") and arguments:
+            return all(self._iterates_parameters(argument, element, ctx) for argument in arguments)
+        if name == "enumerate" and arguments and element[:1] == (1,):
+            return self._iterates_parameters(arguments[0], element[1:], ctx)
+        if name == "zip" and element and 0 <= element[0] < len(arguments):
+            return self._iterates_parameters(arguments[element[0]], element[1:], ctx)
+        return False
+
+    def _is_parameterised_layer(self, expr, ctx: Context) -> bool:
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        for binding in self._visible_bindings(key, ctx):
+            value = binding.value
+            if binding.kind == "assign" and not binding.element and type(value) is cst.Call:
+                qualified = self.qualified_name(value.func) or ""
+                if qualified.startswith("torch.nn.") and last_part(qualified) in PARAMETERISED_LAYERS:
+                    return True
+        return False
+
+    def _grad_switched_off(self, key: str) -> bool:
+        """Does the module set ``requires_grad`` to anything but a literal True on ``key`` or on
+        what contains it (``ema.requires_grad_(False)`` covers ``ema.fc.weight``)? Flow-
+        insensitive on purpose: a frozen copy is usually frozen once, far from its updates."""
+        switches = self._requires_grad_switches()
+        parts = key.split(".")
+        return any(
+            not enabled
+            for end in range(1, len(parts) + 1)
+            for _, enabled in switches.get(".".join(parts[:end]), ())
+        )
+
+    def _grad_switched_on(self, key: str, ctx: Context) -> bool:
+        """``x.requires_grad_()`` / ``x.requires_grad = True`` earlier in the same scope, on a
+        value that was not already part of a graph."""
+        bindings = self._visible_bindings(key, ctx)
+        for switch_ctx, enabled in self._requires_grad_switches().get(key, ()):
+            if not enabled or switch_ctx.scope is not ctx.scope or switch_ctx.order >= ctx.order:
+                continue
+            if not any(b.ctx.scope is ctx.scope and b.ctx.order > switch_ctx.order for b in bindings) and not any(
+                self._binding_attached(b) for b in bindings
+            ):
+                return True
+        return False
+
+    def _requires_grad_switches(self) -> dict[str, list[tuple[Context, bool]]]:
+        """Every ``k.requires_grad_(flag)`` / ``k.requires_grad = flag`` statement, by ``k``. A
+        parameter loop variable switched off also switches off its owner: ``for p in
+        ema.parameters(): p.requires_grad = False`` records ``ema``."""
+        if self._switches is not None:
+            return self._switches
+        switches: dict[str, list[tuple[Context, bool]]] = defaultdict(list)
+        for stmt, ctx in self.statements_by_type.get("Expr", ()):
+            value = stmt.value
+            if type(value) is cst.Call and _call_name(value) == "requires_grad_" and type(value.func) is cst.Attribute:
+                key = dotted_name(strip_pass_through(value.func.value))
+                if key is not None:
+                    switches[key].append((ctx, _requires_grad_flag(value, 0, True) is True))
+        for stmt, ctx in self.statements_by_type.get("Assign", ()):
+            for target in stmt.targets:
+                target = target.target
+                if type(target) is cst.Attribute and target.attr.value == "requires_grad":
+                    key = dotted_name(target.value)
+                    enabled = type(stmt.value) is cst.Name and stmt.value.value == "True"
+                elif type(stmt.value) is cst.Call and _call_name(stmt.value) == "requires_grad_":
+                    key = dotted_name(target)  # ema = deepcopy(model).requires_grad_(False)
+                    enabled = _requires_grad_flag(stmt.value, 0, True) is True
+                else:
+                    continue
+                if key is not None:
+                    switches[key].append((ctx, enabled))
+        for key, entries in list(switches.items()):
+            for ctx, enabled in entries:
+                binding = self.lookup(key, ctx) if not enabled and "." not in key else None
+                if binding is not None and binding.kind == "for":
+                    owner = _parameters_owner(binding.value)
+                    if owner is not None:
+                        switches[owner].append((ctx, False))
+        self._switches = switches
+        return switches
+
+    def last_backward_order(self, scope: Scope) -> int:
+        """Order of the last statement of the scope that calls ``backward()`` (or
+        ``torch.autograd.grad``); 0 when none does."""
+        if "last_backward" not in scope._memo:
+            last = 0
+            for stmt, ctx in scope.statements:
+                if ctx.scope is scope and any(
+                    _call_name(call) in BACKWARD_FUNCTIONS
+                    or self.qualified_name(call.func) == "torch.autograd.grad"
+                    for call in self.calls_in(stmt)
+                ):
+                    last = ctx.order
+            scope._memo["last_backward"] = last
+        return scope._memo["last_backward"]
+
+    # ------------------------------------------------------------------ optimizers and gradients
+
+    def is_optimizer(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` an optimizer: named like one (``optimizer``, ``opt_d``, ``self.actor.optimizer``,
+        ``optimizers[i]``), or bound to ``torch.optim.*``, a class named ``*Optimizer``, a
+        ``create_optimizer(...)`` factory, or the loop variable of ``for o in optimizers``?"""
+        if type(expr) is cst.Subscript:
+            key = dotted_name(expr.value)
+            return key is not None and looks_like_optimizer(last_part(key), plural=True)
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        if looks_like_optimizer(last_part(key)):
+            return True
+        binding = self.lookup(key, ctx)
+        if binding is None:
+            return False
+        if binding.kind == "for":
+            iterable = binding.value
+            if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute:
+                iterable = iterable.func.value  # optimizers.values()
+            name = dotted_name(iterable)
+            return name is not None and looks_like_optimizer(last_part(name), plural=True)
+        return self.optimizer_construction(binding) is not None
+
+    def optimizer_construction(self, binding: Binding):
+        """The call that built the optimizer ``binding`` holds (``torch.optim.AdamW(...)``,
+        ``DPOptimizer(...)``, ``create_optimizer_v2(...)``), else None."""
+        if binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+            return None
+        func = binding.value.func
+        qualified = self.qualified_name(func) or ""
+        name = last_part(dotted_name(func) or "")
+        if qualified.startswith("torch.optim.") and "." not in qualified[12:] and name[:1].isupper():
+            return binding.value  # torch.optim.SGD, not torch.optim.lr_scheduler.StepLR
+        if name in OPTIMIZER_CLASSES or OPTIMIZER_CLASS_RE.search(name) or looks_like_optimizer(name):
+            return binding.value
+        return None
+
+    def is_grad_scaler(self, expr, ctx: Context) -> bool:
+        """``scaler`` / ``self.grad_scaler`` / a name bound to ``torch.amp.GradScaler(...)``."""
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        if "scaler" in name_words(last_part(key)):
+            return True
+        binding = self.lookup(key, ctx)
+        return (
+            binding is not None and binding.kind == "assign" and type(binding.value) is cst.Call
+            and (dotted_name(binding.value.func) or "").endswith("GradScaler")
+        )
+
+    def stepped_optimizer(self, call, ctx: Context):
+        """The optimizer a call steps: ``opt.step()`` -> ``opt``, ``scaler.step(opt)`` -> ``opt``.
+        None for anything else: ``scheduler.step()``, ``env.step(action)``, ``ema.step()`` and
+        ``opt.step(closure)`` (the closure recomputes, and usually clears, the gradients)."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value != "step":
+            return None
+        receiver = func.value
+        if not call.args:
+            return receiver if self.is_optimizer(receiver, ctx) else None
+        positional = call_arguments(call)
+        if len(call.args) != 1 or len(positional) != 1:
+            return None
+        if self.is_grad_scaler(receiver, ctx):
+            return positional[0]
+        receiver_name = dotted_name(receiver) or ""
+        if self.is_optimizer(positional[0], ctx) and not any(
+            word in NOT_OPTIMIZER_WORDS for word in name_words(last_part(receiver_name))
+        ):
+            return positional[0]  # a wrapper stepping the optimizer it is given
+        return None
+
+    def gradient_clearings(self, stmt) -> list:
+        """How a statement clears gradients, one entry per clearing: the receiver of
+        ``opt.zero_grad()`` / ``model.zero_grad()``, or None where what it covers is unknown
+        (``p.grad = None``, ``del p.grad``, ``p.grad.zero_()``, ``zero_grads(model)``,
+        ``set_to_none=...``). Empty when it clears nothing."""
+        found = []
+        kind = type(stmt)
+        if kind in (cst.Assign, cst.AnnAssign, cst.Del):
+            targets = [t.target for t in stmt.targets] if kind is cst.Assign else (
+                [stmt.target] if kind is cst.AnnAssign else [e.value for e in _del_targets(stmt)])
+            if any(_is_grad_attribute(target) for target in targets):
+                found.append(None)
+        for call in self.calls_in(stmt):
+            func = call.func
+            name = _call_name(call) or ""
+            if CLEARING_CALL_RE.search(name) and not name.startswith(("on_", "_on_", "test_")):
+                found.append(func.value if name == "zero_grad" and type(func) is cst.Attribute else None)
+            elif name in GRAD_OVERWRITING_METHODS and type(func) is cst.Attribute and _is_grad_chain(func.value):
+                found.append(None)
+            elif keyword_argument(call, "set_to_none") is not None:
+                found.append(None)
+        return found
+
+    def loop_gradient_clearings(self, loop: Loop) -> list[tuple[object, Context]]:
+        """Every gradient clearing in the loop's body (nested loops included) with its context."""
+        if "clearings" not in loop._memo:
+            loop._memo["clearings"] = [
+                (receiver, ctx)
+                for stmt, ctx in self.statements_in_loop(loop)
+                for receiver in self.gradient_clearings(stmt)
+            ]
+        return loop._memo["clearings"]
+
+    def distinct_optimizers(self, first, first_ctx: Context, second, second_ctx: Context) -> bool:
+        """Are two optimizer expressions known to be different objects: different names, each bound
+        to its own construction (``opt_g = Adam(G.parameters())``, ``opt_d = Adam(D.parameters())``,
+        or ``opt_g, opt_d = self.optimizers()``)? False when either may be an alias of the other."""
+        first_key, second_key = dotted_name(first), dotted_name(second)
+        if first_key is None or second_key is None or first_key == second_key:
+            return False
+        bindings = [self.lookup(first_key, first_ctx), self.lookup(second_key, second_ctx)]
+        return all(
+            binding is not None and binding.kind == "assign" and type(binding.value) is cst.Call
+            for binding in bindings
+        )
+
+    def straight_line(self, stmt, ctx: Context) -> tuple[list, int] | None:
+        """The statements that run, in order, on every pass through the block holding the small
+        statement ``stmt`` within one iteration of its innermost loop (or one call of its
+        function), and ``stmt``'s index among them. ``with`` and ``try`` bodies are inlined;
+        other compound statements (``if``, nested loops, ``def``) are single opaque items whose
+        own blocks are other sequences."""
+        if ctx.loops:
+            root = ctx.loop.node
+        elif ctx.scope.kind == "function":
+            root = ctx.scope.node
+        else:
+            root = self.module
+        memo = self._sequences_memo.get(id(root))
+        if memo is None:
+            memo = {}
+            self._sequences(root.body, [], memo)
+            self._sequences_memo[id(root)] = memo
+        sequence = memo.get(id(stmt))
+        if sequence is None:
+            return None
+        return sequence, next(index for index, item in enumerate(sequence) if item is stmt)
+
+    def _sequences(self, block, current: list, memo: dict) -> None:
+        statements = block if isinstance(block, (list, tuple)) else block.body
+        for stmt in statements:
+            kind = type(stmt)
+            if kind is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    current.append(small)
+                    memo[id(small)] = current
+            elif isinstance(stmt, cst.BaseSmallStatement):  # the body of `if x: a(); b()`
+                current.append(stmt)
+                memo[id(stmt)] = current
+            elif kind is cst.With:
+                self._sequences(stmt.body, current, memo)
+            elif kind in (cst.Try, cst.TryStar):
+                self._sequences(stmt.body, current, memo)
+                # handlers, else and finally run conditionally or out of order: opaque items
+                for extra in (*stmt.handlers, stmt.orelse, stmt.finalbody):
+                    if extra is not None:
+                        current.append(extra)
+                        self._sequences(extra.body, [], memo)
+            elif kind is cst.If:
+                current.append(stmt)
+                branch = stmt
+                while type(branch) is cst.If:
+                    self._sequences(branch.body, [], memo)
+                    branch = branch.orelse
+                if branch is not None:
+                    self._sequences(branch.body, [], memo)
+            elif kind is cst.Match:
+                current.append(stmt)
+                for case in stmt.cases:
+                    self._sequences(case.body, [], memo)
+            else:  # loops (their bodies are other iterations), def, class
+                current.append(stmt)
+
+    def calls_within(self, node) -> list:
+        """Every call anywhere under ``node``, nested blocks included (for opaque compound
+        statements of a straight-line sequence)."""
+        if type(node) in (cst.FunctionDef, cst.ClassDef):
+            return []
+        return [item for item in iter_expression_nodes(node) if type(item) is cst.Call]
+
+
+def is_inplace_method(name: str) -> bool:
+    """``add_``, ``clamp_``, ``copy_``... (not dunders, not ``requires_grad_`` and the like)."""
+    return name.endswith("_") and not name.startswith("_") and name not in NON_MUTATING_INPLACE_METHODS
+
+
+def storage_base(node):
+    """``w`` for ``w[0]``, ``w[i][j]``: what an item assignment writes into."""
+    while type(node) is cst.Subscript:
+        node = node.value
+    return node
+
+
+def is_view_subscript(node) -> bool:
+    """Does ``x[...]`` certainly index with ints, slices, ``...`` and ``None`` only (a view),
+    rather than a tensor or a list (advanced indexing makes a copy)?"""
+    for element in node.slice:
+        index = element.slice
+        if type(index) is cst.Slice:
+            continue
+        value = index.value
+        if type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus:
+            value = value.expression
+        if type(value) is cst.Integer or type(value) is cst.Ellipsis or (type(value) is cst.Name and value.value == "None"):
+            continue
+        return False
+    return True
+
+
+def strip_views(expr, through_detach: bool = False):
+    """The tensor whose storage ``expr`` views: ``w`` for ``w[0]``, ``w.view(-1)``,
+    ``w.t()[1:]`` (and ``w.detach()``, which shares the version counter, with
+    ``through_detach``); None when a copy may be in the way (``w[mask]``)."""
+    while True:
+        kind = type(expr)
+        if kind is cst.Subscript:
+            if not is_view_subscript(expr):
+                return None
+            expr = expr.value
+        elif kind is cst.Call and type(expr.func) is cst.Attribute and (
+            expr.func.attr.value in VIEW_METHODS or (through_detach and expr.func.attr.value == "detach")
+        ):
+            expr = expr.func.value
+        else:
+            return expr
+
+
+def strip_pass_through(expr):
+    """``model`` for ``model.eval().to(device)``."""
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in MODULE_PASS_THROUGH_METHODS:
+        expr = expr.func.value
+    return expr
+
+
+def _requires_grad_flag(call, position: int | None, default: bool) -> bool | None:
+    """The ``requires_grad`` argument of a call as a literal: True, False, None when unknown."""
+    value = keyword_argument(call, "requires_grad")
+    if value is None and position is not None:
+        positional = call_arguments(call)
+        value = positional[position] if len(positional) > position else None
+    if value is None:
+        return default
+    if type(value) is cst.Name and value.value in ("True", "False"):
+        return value.value == "True"
+    return None
+
+
+def _parameters_owner(iterable) -> str | None:
+    """``model`` for ``model.parameters()`` / ``model.named_parameters()``."""
+    if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value in (
+        "parameters", "named_parameters"
+    ):
+        return dotted_name(iterable.func.value)
+    return None
+
 
 _CONVENTIONAL_ROOTS = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+
+
+def is_conventional_module_name(name: str) -> bool:
+    return CONVENTIONAL_MODULE_RE.match(name) is not None
 
 
 def _literal_grad_mode(expr) -> GradMode:
@@ -923,6 +1535,28 @@ def _literal_grad_mode(expr) -> GradMode:
 
 def _merge(first: GradMode, second: GradMode) -> GradMode:
     return first if first is second else GradMode.UNKNOWN
+
+
+def _tensor_operand_keys(expr) -> set[str]:
+    """The names a backpropagated expression is computed from: ``loss`` in ``loss``,
+    ``loss.mean()``, ``(loss / n)`` and ``scaler.scale(loss)`` (a wrapper's argument, not the
+    wrapper)."""
+    if type(expr) is cst.Call:
+        func = expr.func
+        if type(func) is cst.Attribute and func.attr.value not in DETACHING_METHODS:
+            inner = _tensor_operand_keys(func.value)
+            if func.attr.value == "scale" or not inner:
+                return set().union(*(_tensor_operand_keys(arg) for arg in call_arguments(expr)))
+            return inner
+        return set().union(*(_tensor_operand_keys(arg) for arg in call_arguments(expr))) if type(func) is cst.Name else set()
+    if type(expr) in (cst.Name, cst.Attribute, cst.Subscript):
+        key = storage_key(expr)
+        return {key} if key else set()
+    if type(expr) is cst.BinaryOperation:
+        return _tensor_operand_keys(expr.left) | _tensor_operand_keys(expr.right)
+    if type(expr) is cst.UnaryOperation:
+        return _tensor_operand_keys(expr.expression)
+    return set()
 
 
 def _del_targets(stmt) -> list:
@@ -968,3 +1602,17 @@ def mentioned_keys(expr, skip_detached: bool = False) -> set[str]:
             continue
         stack.extend(child_nodes(node))
     return found
+
+
+def _is_grad_attribute(node) -> bool:
+    """``p.grad`` (an assignment or ``del`` target that resets a gradient)."""
+    return type(node) is cst.Attribute and node.attr.value == "grad"
+
+
+def _is_grad_chain(node) -> bool:
+    """``p.grad``, ``p.grad.data``, ``p.grad[mask]``: an expression reading a ``.grad`` tensor."""
+    while type(node) in (cst.Attribute, cst.Subscript):
+        if type(node) is cst.Attribute and node.attr.value == "grad":
+            return True
+        node = node.value
+    return False

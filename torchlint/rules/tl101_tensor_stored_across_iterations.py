@@ -145,10 +145,9 @@ for x in loader:
         if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
             return  # rebuilt or emptied every iteration: nothing outlives it
         scope = ctx.scope
-        if scope.kind == "function" and analysis.escapes_by_return(key, scope):
-            return  # the caller receives the container and may need the graph
-        root = key.partition(".")[0] if not key.startswith("self.") else key
-        if root in analysis.backpropagated_keys(scope) or key in analysis.backpropagated_keys(scope):
+        if scope.kind == "function" and key in analysis.returned_keys(scope):
+            return  # the caller receives the container (or what it computes) and may need the graph
+        if analysis.reaches_backward(key, ctx):
             return  # collected for one backward() over all of them
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value))
 

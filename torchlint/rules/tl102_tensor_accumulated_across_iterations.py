@@ -139,10 +139,9 @@ def compute_loss(model, batches):
             return  # started afresh every iteration: the sum spans one iteration only
         if resets and analysis.loop_backpropagates(loop):
             return  # reset after optimizer steps: holds a few graph nodes, on purpose
-        scope = ctx.scope
-        if key in analysis.backpropagated_keys(scope):
+        if analysis.reaches_backward(key, ctx):
             return  # several losses summed for one backward()
-        if scope.kind == "function" and analysis.returned_attached(key, scope):
+        if ctx.scope.kind == "function" and key in analysis.returned_keys(ctx.scope):
             return  # the caller gets the graph and may backpropagate it
         self.report(
             node,
