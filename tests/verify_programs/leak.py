@@ -4,8 +4,8 @@ import torch
 
 def run(steps, device, step_hook=lambda: None):
     kept = []
-    for _ in range(steps):
-        scratch = torch.ones(256, device=device)  # freed every step
+    for step in range(steps):
+        scratch = torch.ones(256, device=device) * step  # freed every step
         kept.append(torch.zeros(1024, device=device) + scratch.sum())
         step_hook()
     return kept

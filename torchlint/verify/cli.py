@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--output-file", metavar="FILE")
     parser.add_argument("--plot", metavar="DIR", help="write a chart of live memory per step for each rule")
-    parser.add_argument("--fixtures", metavar="DIR", default=os.environ.get("TORCHLINT_FIXTURES", str(DEFAULT_FIXTURES)),
+    parser.add_argument("--fixtures", metavar="DIR",
+                        default=os.environ.get("TORCHLINT_FIXTURES", str(DEFAULT_FIXTURES)),
                         help="the fixtures directory (default: the repository's fixtures/)")
     parser.add_argument("--jobs", type=int, default=None, help="probes run at once (default: min(2, CPUs))")
     return parser

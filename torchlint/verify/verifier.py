@@ -8,7 +8,7 @@ from typing import Any
 from torchlint.verify.claims import (
     CONFIRMED, ERROR, NEEDS_CUDA, REFUTED, Claim, FixtureFailed, Measured, Program,
 )
-from torchlint.verify.runner import ProbeRequest, environment, run_probes
+from torchlint.verify.runner import ProbeRequest, run_probes
 
 
 def step_counts_for(steps: int) -> tuple[int, ...]:
@@ -29,7 +29,8 @@ def verify(claims: list[Claim], device: str, steps: int, fixtures_dir: Path, tor
         if claim.needs_cuda and not device.startswith("cuda"):
             plans.append((claim, None, None, "needs a GPU; none used"))
             continue
-        missing = [str(p.resolve(fixtures_dir)) for p in (claim.bad, claim.good) if not p.resolve(fixtures_dir).is_file()]
+        paths = [program.resolve(fixtures_dir) for program in (claim.bad, claim.good)]
+        missing = [str(path) for path in paths if not path.is_file()]
         if missing:
             plans.append((claim, None, None, "missing fixture: " + ", ".join(missing)))
             continue
@@ -63,7 +64,8 @@ def verify(claims: list[Claim], device: str, steps: int, fixtures_dir: Path, tor
             records.append(record(claim, device, torch_version, ERROR, str(failure), bad, good, "", ""))
             continue
         verdict = CONFIRMED if outcome.holds else REFUTED
-        records.append(record(claim, device, torch_version, verdict, outcome.detail, bad, good, outcome.bad, outcome.good))
+        records.append(record(claim, device, torch_version, verdict, outcome.detail, bad, good,
+                              outcome.bad, outcome.good))
     return records
 
 
@@ -91,7 +93,8 @@ def figures(program: Program, measured: Measured | None, summary: str) -> dict[s
     out["error"] = measured.error
     for key in ("steps", "live_bytes", "peak_bytes", "allocations", "allocated_bytes", "graph_nodes"):
         out[key] = measured.steps if key == "steps" else measured.series(key)
-    for key in ("segments_allocated", "reserved_bytes", "largest_allocation_bytes", "largest_allocation_count"):
+    optional = ("segments_allocated", "reserved_bytes", "largest_allocation_bytes", "largest_allocation_count")
+    for key in optional:
         if measured.runs and key in measured.runs[-1]:
             out[key] = measured.series(key)
     out["exception"] = next((e for e in reversed(measured.exceptions) if e), None)
@@ -103,6 +106,7 @@ def figures(program: Program, measured: Measured | None, summary: str) -> dict[s
         out["wall_time_per_step_s"] = measured.time_per_step("wall_s")
         out["timed_steps"] = [run["steps"] for run in measured.timing]
         out["cpu_s"] = [run["cpu_s"] for run in measured.timing]
+        out["gc_collect_cpu_s"] = measured.result.get("gc_collect_cpu_s")
     else:
         out["time_per_step_s"] = None
     return out

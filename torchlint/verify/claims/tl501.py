@@ -25,8 +25,10 @@ def _gradients_accumulate(bad: Measured, good: Measured) -> Outcome:
     )
     return Outcome(
         holds,
-        f"grad = sum of steps (err {max(bad_error):.1g}), |g| {bad_norm[0]:.2f}->{bad_norm[-1]:.2f}, {per_step_bytes(bad_slope)}",
-        f"grad = own step (err >= {min(good_error[1:]):.2f}), |g| {good_norm[0]:.2f}->{good_norm[-1]:.2f}, {per_step_bytes(good_slope)}",
+        f"grad = sum of steps (err {max(bad_error):.1g}), |g| {bad_norm[0]:.2f}->{bad_norm[-1]:.2f}, "
+        f"{per_step_bytes(bad_slope)}",
+        f"grad = own step (err >= {min(good_error[1:]):.2f}), |g| {good_norm[0]:.2f}->{good_norm[-1]:.2f}, "
+        f"{per_step_bytes(good_slope)}",
         f"bad: applied gradient equals the sum of all steps' gradients within {SUM_TOLERANCE:g} at every step, "
         f"its norm {ratio:.1f}x good's after {len(bad_norm)} steps (need >= {MIN_NORM_RATIO}); "
         f"good: differs from the running sum by >= {NOT_SUM} after step 1; live memory flat in both",
