@@ -171,7 +171,7 @@ def grows_linearly_vs_flat(key: str, min_per_step: float, flat_per_step: float =
         good_slope = good.slope(key)
         linear = max(increments) - min(increments) <= linear_tolerance * max(abs(v) for v in increments)
         holds = min(increments) >= min_per_step and linear and good_slope <= flat_per_step
-        unit = per_step_bytes if key.endswith("bytes") else (lambda v: f"{v:+.1f} {key.replace('_', ' ')}/step")
+        unit = per_step_bytes if key.endswith("bytes") else (lambda v: f"{v:+g} {key.replace('graph_', '')}/step")
         return Outcome(
             holds, unit(bad.slope(key)), unit(good_slope),
             f"bad {key} per step {', '.join(f'{v:g}' for v in increments)} (need >= {min_per_step:g}, "
@@ -191,6 +191,49 @@ def raised(measured: Measured, error_type: str, contains: str) -> tuple[bool, st
         if exception["type"] != error_type or contains.lower() not in exception["message"].lower():
             raise FixtureFailed(f"{measured.name}: unexpected {_exception_text(exception)}")
     return True, _exception_text(measured.exceptions[-1])
+
+
+def grows_faster(key: str, min_per_step: float, min_ratio: float) -> Callable[[Measured, Measured], Outcome]:
+    """Bad grows linearly by at least ``min_per_step`` and at least ``min_ratio`` × good's growth
+    (for fixes that still keep something per step, such as detached outputs)."""
+
+    def check(bad: Measured, good: Measured) -> Outcome:
+        bad.expect_clean()
+        good.expect_clean()
+        increments = bad.increments(key)
+        bad_slope, good_slope = bad.slope(key), good.slope(key)
+        linear = max(increments) - min(increments) <= 0.05 * max(abs(v) for v in increments)
+        ratio = bad_slope / good_slope if good_slope > 0 else float("inf")
+        holds = min(increments) >= min_per_step and linear and ratio >= min_ratio
+        less = f" ({ratio:.1f}x less)" if good_slope else ""
+        return Outcome(
+            holds, per_step_bytes(bad_slope), per_step_bytes(good_slope) + less,
+            f"bad {key} per step {', '.join(f'{v:g}' for v in increments)} (need >= {min_per_step:g}, "
+            f"equal within 5%), {ratio:.2f}x good's (need >= {min_ratio:g})",
+        )
+
+    return check
+
+
+def stays_flat(key: str) -> Callable[[Measured, Measured], Outcome]:
+    """Neither program's ``key`` changes with the step count."""
+
+    def check(bad: Measured, good: Measured) -> Outcome:
+        bad.expect_clean()
+        good.expect_clean()
+        bad_slope, good_slope = bad.slope(key), good.slope(key)
+        return Outcome(bad_slope == 0 and good_slope == 0, per_step_bytes(bad_slope), per_step_bytes(good_slope),
+                       f"{key} flat in both: bad slope {bad_slope:g}, good slope {good_slope:g}")
+
+    return check
+
+
+def good_retains_no_graph(bad: Measured, good: Measured) -> Outcome:
+    """What the good program keeps holds no autograd node at any step count."""
+    good.expect_clean()
+    nodes = good.series("graph_nodes")
+    return Outcome(max(nodes) == 0, f"{bad.at_most_steps('graph_nodes'):g} nodes kept",
+                   f"{max(nodes):g} nodes kept", f"good keeps {max(nodes)} graph nodes (need 0)")
 
 
 def allocations_grow_quadratically(min_ratio: float = 1.3) -> Callable[[Measured, Measured], Outcome]:
