@@ -21,11 +21,15 @@ from torchlint.lazy import cst
 from torchlint.rule import Rule
 
 # Callees that produce a recurrent state when the analysis does not already know them as modules.
-RECURRENT_CALLEE_RE = re.compile(r"(?i)rnn|lstm|gru|cell|recurren|model|net$|encoder|decoder|policy")
+RECURRENT_CALLEE_RE = re.compile(
+    r"(?i)^(?!_*(?:get|build|create|load|make|init|update|set|reset|save|copy|wrap)_)"
+    r"\w*(?:rnn|lstm|gru|cell|recurrent|model|net|encoder|decoder|policy)s?\d*$"
+)
 # Helpers not defined in the module whose name says they cut the history (`repackage_hidden`).
 DETACHING_HELPER_RE = re.compile(r"(?i)detach|repackage")
 FRESH_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
 COMPREHENSIONS = ("GeneratorExp", "ListComp", "SetComp")
+DETACH, FRESH = "detach", "fresh"
 
 
 class RecurrentStateNotDetached(Rule):
@@ -142,6 +146,8 @@ for x, y in stream:
             targets |= _target_keys(target.target)
         if not targets:
             return
+        if not ctx.loops and not any(key.startswith("self.") for key in targets | _self_arguments(call)):
+            return  # outside a loop only a state stored on the module is carried
         fed = set()
         for arg in call.args:
             fed |= self._live_keys(arg.value, ctx)
@@ -217,14 +223,11 @@ for x, y in stream:
         """Does ``key`` enter the loop from outside and reach the next iteration undetached?"""
         analysis = self.analysis
         bindings = loop.scope.bindings.get(key, ())
-        outside = any(b.ctx.order < loop.start for b in bindings) or self._bound_outside(key, loop.scope)
-        if not outside:
+        inside = [b for b in bindings if loop.contains(b.ctx.order) and b.stmt is not feed]
+        if not (inside or any(b.ctx.order < loop.start for b in bindings) or self._bound_outside(key, loop.scope)):
+            return False  # never bound before the feed reads it: not a state this code carries
+        if any(self._cuts_history(binding, key, targets, loop) for binding in inside):
             return False
-        for binding in bindings:
-            if not loop.contains(binding.ctx.order) or binding.stmt is feed:
-                continue
-            if self._cuts_history(binding, key, targets, loop):
-                return False
         related = {key} | targets
         for stmt, stmt_ctx in analysis.statements_in_loop(loop):
             for call in analysis.calls_in(stmt):
@@ -257,10 +260,9 @@ for x, y in stream:
             return binding.kind in ("for", "with")
         value = binding.value
         related = ({key} | targets) - {"self"}
-        live = self._live_keys(value, binding.ctx) & related
-        if live:
+        if self._live_keys(value, binding.ctx) & related:
             return False  # h = cell(x, h), h = h * mask, h = new_h: the history continues
-        if mentioned_keys(value) & related:
+        if self._live_keys(value, binding.ctx, values=True) & related:
             return True  # h = h.detach(), h = repackage_hidden(h), h = new_h.data
         guard = binding.ctx.guard
         if guard is None:
@@ -334,7 +336,7 @@ for x, y in stream:
         value = binding.value
         if self._live_keys(value, binding.ctx) & related:
             return False
-        if mentioned_keys(value) & related:
+        if self._live_keys(value, binding.ctx, values=True) & related:
             return True  # detached somewhere in the class
         # a fresh state at the start of every call of the same method
         return binding.ctx.scope is method and not binding.ctx.loops and binding.ctx.guard is None
@@ -404,10 +406,11 @@ for x, y in stream:
 
     # ------------------------------------------------------------------ what carries the graph
 
-    def _live_keys(self, expr, ctx: Context) -> set[str]:
+    def _live_keys(self, expr, ctx: Context, values: bool = False) -> set[str]:
         """Keys whose graph ``expr`` carries: like ``mentioned_keys`` but leaving out what sits
-        under ``.detach()`` / ``.data`` / ``torch.zeros_like`` / a detaching helper, and the
-        iterable of a comprehension whose elements are all detached."""
+        under ``.detach()`` / ``.data`` / a detaching helper, fresh values (``torch.zeros_like``,
+        ``.shape``) and the iterable of a comprehension whose elements are all detached. With
+        ``values``, the keys whose values it keeps, with or without their graph."""
         found: set[str] = set()
         stack = [expr]
         while stack:
@@ -416,7 +419,11 @@ for x, y in stream:
             if kind is cst.Name:
                 found.add(node.value)
             elif kind is cst.Attribute:
-                if node.attr.value in NON_GRAPH_ATTRIBUTES:
+                attribute = node.attr.value
+                if attribute == "data" and values:
+                    stack.append(node.value)
+                    continue
+                if attribute in NON_GRAPH_ATTRIBUTES:
                     continue
                 key = dotted_name(node)
                 if key is None:
@@ -424,9 +431,10 @@ for x, y in stream:
                 else:
                     found.update((key, key.partition(".")[0]))
             elif kind is cst.Call:
-                if not self._cuts_graph(node, ctx):
+                cut = self._cuts_graph(node, ctx)
+                if cut is None or (cut == DETACH and values):
                     stack.extend(child_nodes(node))
-            elif kind.__name__ in COMPREHENSIONS:
+            elif kind.__name__ in COMPREHENSIONS and not values:
                 stack.extend(self._comprehension_live(node, ctx))
             elif kind is not cst.Lambda:
                 stack.extend(child_nodes(node))
@@ -446,25 +454,29 @@ for x, y in stream:
             return iterables + [node.elt]
         return [node.elt]
 
-    def _cuts_graph(self, call, ctx: Context) -> bool:
+    def _cuts_graph(self, call, ctx: Context) -> str | None:
+        """DETACH when the call keeps its input's values without their graph, FRESH when it
+        makes a new value (``torch.zeros_like(h)``, ``h.size()``), None when the graph flows."""
         func = call.func
         if type(func) is cst.Attribute:
             method = func.attr.value
-            if method in DETACHING_METHODS or method in NON_DIFFERENTIABLE_METHODS or method in FRESH_METHODS:
-                return True
+            if method in DETACHING_METHODS:
+                return DETACH
+            if method in NON_DIFFERENTIABLE_METHODS or method in FRESH_METHODS:
+                return FRESH
         elif type(func) is cst.Name and func.value in ("float", "int", "bool", "str", "len", "isinstance"):
-            return True
+            return FRESH
         qualified = self.analysis.qualified_name(func) or ""
         if qualified.startswith("torch.") and last_part(qualified) in TORCH_NON_DIFFERENTIABLE:
-            return True
+            return FRESH
         # apply_to_collection(h, Tensor, lambda t: t.detach()), tree_map(torch.Tensor.detach, h)
         for arg in call.args:
             value = arg.value
             if type(value) is cst.Attribute and value.attr.value in ("detach", "detach_"):
-                return True
+                return DETACH
             if type(value) is cst.Lambda and type(value.body) is cst.Call and _call_name(value.body) in ("detach", "detach_"):
-                return True
-        return self._detaching_helper(func, ctx)
+                return DETACH
+        return DETACH if self._detaching_helper(func, ctx) else None
 
     def _detaching_helper(self, func, ctx: Context) -> bool:
         """A helper whose result is detached: one defined here whose every return drops its
@@ -525,6 +537,15 @@ def _feeding_call(value):
     if type(value) is cst.Subscript:
         value = value.value
     return value if type(value) is cst.Call else None
+
+
+def _self_arguments(call) -> set[str]:
+    """``self.x`` arguments, bare or in a tuple: ``rnn(x, self.h)``, ``lstm(x, (self.h, self.c))``."""
+    keys = set()
+    for arg in call.args:
+        values = [element.value for element in arg.value.elements] if type(arg.value) is cst.Tuple else [arg.value]
+        keys.update(key for key in map(dotted_name, values) if key is not None and key.startswith("self."))
+    return keys
 
 
 def _target_keys(target) -> set[str]:
