@@ -296,6 +296,7 @@ class Analysis:
         self._grad_leaf_memo: dict[int, bool] = {}
         self._switches: dict | None = None
         self._sequences_memo: dict[int, dict] = {}
+        self._branch_parents: dict[int, tuple[list, list, int]] = {}
         self.module_scope = Scope(module, "module", None, None, GradMode.ENABLED)
         self._collect_top_level_imports(module.body)
         self._walk_block(module.body, self.module_scope, (), GradMode.ENABLED, None, False)
@@ -1385,7 +1386,7 @@ class Analysis:
         statement ``stmt`` within one iteration of its innermost loop (or one call of its
         function), and ``stmt``'s index among them. ``with`` and ``try`` bodies are inlined;
         other compound statements (``if``, nested loops, ``def``) are single opaque items whose
-        own blocks are other sequences."""
+        own blocks are other sequences (see ``branch_parent``)."""
         if ctx.loops:
             root = ctx.loop.node
         elif ctx.scope.kind == "function":
@@ -1426,16 +1427,28 @@ class Analysis:
                 current.append(stmt)
                 branch = stmt
                 while type(branch) is cst.If:
-                    self._sequences(branch.body, [], memo)
+                    self._sequences(branch.body, self._branch(current), memo)
                     branch = branch.orelse
                 if branch is not None:
-                    self._sequences(branch.body, [], memo)
+                    self._sequences(branch.body, self._branch(current), memo)
             elif kind is cst.Match:
                 current.append(stmt)
                 for case in stmt.cases:
-                    self._sequences(case.body, [], memo)
+                    self._sequences(case.body, self._branch(current), memo)
             else:  # loops (their bodies are other iterations), def, class
                 current.append(stmt)
+
+    def _branch(self, parent: list) -> list:
+        sequence: list = []
+        self._branch_parents[id(sequence)] = (sequence, parent, len(parent) - 1)  # keeps the id valid
+        return sequence
+
+    def branch_parent(self, sequence: list) -> tuple[list, int] | None:
+        """For the sequence of an ``if`` / ``elif`` / ``else`` branch or a ``match`` case: the
+        sequence holding that ``if`` / ``match`` statement and its index there. What precedes it
+        there ran before every statement of the branch. None for other sequences."""
+        found = self._branch_parents.get(id(sequence))
+        return found[1:] if found is not None else None
 
     def calls_within(self, node) -> list:
         """Every call anywhere under ``node``, nested blocks included (for opaque compound

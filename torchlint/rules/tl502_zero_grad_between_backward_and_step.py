@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, mentioned_keys
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+
+class ZeroGradBetweenBackwardAndStep(Rule):
+    """
+    ## What it does
+    Finds `zero_grad()` calls that run after `backward()` and before the optimizer's `step()`
+    in the same straight-line sequence of statements: `loss.backward(); optimizer.zero_grad();
+    optimizer.step()`.
+
+    ## Why is this bad?
+    `zero_grad()` throws away the gradients `backward()` just computed, so the following
+    `step()` applies nothing: with the default `set_to_none=True` the gradients are `None` and
+    the optimizer skips every parameter; with zeros, plain SGD and Adam's first updates do not
+    move them either. The model never trains, and nothing raises. Measured: the parameters are
+    bit-for-bit identical before and after the whole training loop.
+
+    ## Known problems
+    Only reported when every pass through the `zero_grad()` has a `backward()` before it and
+    the `step()` after it: all three in one sequence of statements (the bodies of `with` and
+    `try` are part of it), or `zero_grad()` and `step()` together in an `if` branch that
+    follows the `backward()` (the `if (i + 1) % k == 0:` of gradient accumulation). Left
+    alone: a `zero_grad()` in an `except` handler or in an `if` branch without the step (skipping
+    a bad batch), one followed by `continue` or by another `backward()` before the step, and
+    a `backward()` inside a nested loop or an `if` (it might not run).
+    `opt_g.zero_grad()` does not clear `opt_d`'s gradients, so it is not reported between
+    `loss_d.backward()` and `opt_d.step()`. `model.zero_grad()` is reported when the stepped
+    optimizer was built from that model's parameters, or when it is the only optimizer the
+    function steps.
+    """
+
+    CODE = "TL502"
+    NAME = "zero-grad-between-backward-and-step"
+    MESSAGE = "`{zero_grad}` runs after `backward()` and before `{step}`, so the step applies no gradients"
+    FIX = "call `{zero_grad}` before `backward()` (at the start of the iteration) or after `{step}`"
+    TOKENS = ("zero_grad",)
+    CLAIM = "the bad loop leaves every parameter unchanged; the fixed loop changes them"
+
+    INVALID = [
+        """\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.zero_grad()  # expect: TL502
+    optimizer.step()
+""",
+        """\
+def training_step(model, optimizer, scaler, batch):
+    with torch.autocast("cuda"):
+        loss = model(**batch).loss
+    scaler.scale(loss).backward()
+    model.zero_grad()  # expect: TL502
+    scaler.step(optimizer)
+    scaler.update()
+""",
+    ]
+    VALID = [
+        """\
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+        """\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    if not torch.isfinite(loss):
+        optimizer.zero_grad()
+        continue
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+        """\
+for real, noise in loader:
+    loss_d = bce(disc(real), ones) + bce(disc(gen(noise).detach()), zeros)
+    loss_d.backward()
+    opt_g.zero_grad()
+    opt_d.step()
+""",
+    ]
+
+    def visit_Expr(self, node, ctx: Context) -> None:
+        call = node.value
+        if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "zero_grad":
+            return
+        found = self.analysis.straight_line(node, ctx)
+        if found is None:
+            return
+        sequence, index = found
+        if not self._after_backward(self._before(sequence, index), ctx):
+            return
+        step = self._next_step(node, call.func.value, sequence[index + 1:], ctx)
+        if step is None:
+            return
+        text = self.code(call, 50)
+        step_text = self.code(step, 50)
+        self.report(node, self.MESSAGE.format(zero_grad=text, step=step_text),
+                    self.FIX.format(zero_grad=text, step=step_text))
+
+    def _before(self, sequence: list, index: int) -> list:
+        """What runs before ``sequence[index]`` on every path to it, nearest last: the earlier
+        statements of its sequence, and when that is an ``if`` branch, what precedes the ``if``."""
+        parts = [sequence[:index]]
+        parent = self.analysis.branch_parent(sequence)
+        while parent is not None:
+            sequence, index = parent
+            parts.append(sequence[:index])
+            parent = self.analysis.branch_parent(sequence)
+        return [item for part in reversed(parts) for item in part]
+
+    def _after_backward(self, before: list, ctx: Context) -> bool:
+        """Is the last gradient event before the ``zero_grad()`` an unconditional ``backward()``
+        (not an optimizer step, nor something conditional that might step or backpropagate)?"""
+        for item in reversed(before):
+            opaque = not isinstance(item, cst.BaseSmallStatement)
+            if self._steps(item, ctx):
+                return False  # zero_grad() after a step: the normal place
+            if self._backpropagates(item, opaque):
+                return not opaque
+        return False
+
+    def _next_step(self, zero_grad_stmt, receiver, after: list, ctx: Context):
+        """The unconditional step of an optimizer the ``zero_grad()`` clears, before any other
+        ``backward()``; None when there is none or something conditional intervenes."""
+        for item in after:
+            opaque = not isinstance(item, cst.BaseSmallStatement)
+            if self._backpropagates(item, opaque):
+                return None  # gradients recomputed before the step
+            if type(item) in (cst.Continue, cst.Break, cst.Return, cst.Raise):
+                return None
+            for call in self._calls(item, opaque):
+                optimizer = self.analysis.stepped_optimizer(call, ctx)
+                if optimizer is None or not self._clears(receiver, optimizer, ctx):
+                    continue
+                return None if opaque else call
+        return None
+
+    def _clears(self, receiver, optimizer, ctx: Context) -> bool:
+        """Does ``receiver.zero_grad()`` certainly clear the gradients ``optimizer`` steps with?"""
+        analysis = self.analysis
+        receiver_key, optimizer_key = dotted_name(receiver), dotted_name(optimizer)
+        if receiver_key is None or optimizer_key is None:
+            return False
+        if analysis.is_optimizer(receiver, ctx):
+            return receiver_key == optimizer_key
+        binding = analysis.lookup(optimizer_key, ctx)
+        construction = analysis.optimizer_construction(binding) if binding is not None else None
+        if construction is not None:  # Adam(model.parameters()) is cleared by model.zero_grad()
+            return any(key == receiver_key or key.startswith(receiver_key + ".")
+                       for key in mentioned_keys(construction))
+        return self._steps_one_optimizer(ctx)
+
+    def _steps_one_optimizer(self, ctx: Context) -> bool:
+        analysis = self.analysis
+        stepped = set()
+        for stmt, stmt_ctx in ctx.scope.statements:
+            for call in analysis.calls_in(stmt):
+                optimizer = analysis.stepped_optimizer(call, stmt_ctx)
+                if optimizer is not None:
+                    stepped.add(self.code(optimizer))
+        return len(stepped) == 1
+
+    def _steps(self, item, ctx: Context) -> bool:
+        opaque = not isinstance(item, cst.BaseSmallStatement)
+        return any(self.analysis.stepped_optimizer(call, ctx) is not None for call in self._calls(item, opaque))
+
+    def _backpropagates(self, item, opaque: bool) -> bool:
+        return any(type(call.func) in (cst.Attribute, cst.Name) and _name(call) in BACKWARD_FUNCTIONS
+                   for call in self._calls(item, opaque))
+
+    def _calls(self, item, opaque: bool) -> list:
+        return self.analysis.calls_within(item) if opaque else self.analysis.calls_in(item)
+
+
+def _name(call) -> str:
+    func = call.func
+    return func.attr.value if type(func) is cst.Attribute else func.value
