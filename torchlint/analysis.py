@@ -621,9 +621,9 @@ class Analysis:
                         hit = type(func) is cst.Name and func.value == name
                     if not hit:
                         continue
-                    found = True
-                    if ctx.scope is scope:  # recursion says nothing about callers
+                    if ctx.scope is scope:  # recursion (or super().__init__()) says nothing about callers
                         continue
+                    found = True
                     if ctx.grad is GradMode.ENABLED and not (
                         ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
                     ):
@@ -915,6 +915,16 @@ class Analysis:
     def _backpropagated(self, binding: Binding) -> bool:
         return binding.key in self.backward_roots(binding.ctx.scope)
 
+    def bound_value(self, binding: Binding):
+        """The expression an assignment gives its target (the matching element when the target
+        unpacks a tuple); None when it is not an assignment or the element is unknown."""
+        if binding.kind != "assign" or binding.value is None:
+            return None
+        value = self._element_of(binding.value, binding.element)
+        if value is None or (binding.element and value is binding.value):
+            return None
+        return value
+
     def _element_of(self, value, element: tuple[int, ...]):
         """The sub-expression an unpacking target receives, or the whole value when unknown;
         None when it is known to carry no graph (the indices of ``torch.max(x, 1)``)."""
@@ -1115,11 +1125,7 @@ class Analysis:
             return any(self._binding_grad_leaf(b) for b in self._visible_bindings(binding.key, binding.ctx))
         if kind == "for":
             return self._iterates_parameters(binding.value, binding.element, binding.ctx)
-        if kind != "assign":
-            return False
-        value = self._element_of(binding.value, binding.element)
-        if value is None or (binding.element and value is binding.value):
-            return False
+        value = self.bound_value(binding)
         if type(value) is cst.Call:
             return self._creates_grad_leaf(value, binding.ctx)
         if type(value) in (cst.Name, cst.Attribute):  # w = self.weight

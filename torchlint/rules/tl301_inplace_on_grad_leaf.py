@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from torchlint.analysis import Context
+from torchlint.rule import Rule
+
+
+class InplaceOnGradLeaf(Rule):
+    """
+    ## What it does
+    Finds in-place changes to a leaf tensor that requires grad, made while autograd is
+    recording: in-place methods (`w.add_(...)`, `p.clamp_(...)`, `w.zero_()`, `w.copy_(...)`,
+    `w.normal_()`), augmented assignments (`w -= lr * w.grad`) and item or slice assignments
+    (`w[0] = 0`). Leaves that require grad are `nn.Parameter(...)` (also `self.weight` when the
+    class assigns one to it, and `layer.weight` / `layer.bias` of a `torch.nn` layer), tensors
+    created with `requires_grad=True` or made so with `.requires_grad_()`, and the loop
+    variable of `for p in model.parameters()` / `named_parameters()` / an optimizer's
+    `group["params"]`.
+
+    ## Why is this bad?
+    Autograd refuses it: the statement raises `RuntimeError: a leaf Variable that requires
+    grad is being used in an in-place operation` (or "a view of a leaf Variable ..." for
+    `w[0] = 0`) on the spot, every time. Manual SGD updates, weight clipping and
+    re-initialisation must run under `torch.no_grad()`, where the same statement is correct
+    and the parameters change as intended.
+
+    ## Known problems
+    Not reported under `torch.no_grad()` / `torch.inference_mode()` (blocks, decorators such as
+    `@torch.no_grad()` on an optimizer's `step` or an `init_weights`, functions every caller
+    of which runs with grad disabled), on `p.data`, `p.grad` or `p.detach()` (those are
+    allowed), for `torch.nn.init.*_` functions (they disable grad themselves), and for
+    parameters whose `requires_grad` the module switches off anywhere
+    (`ema.requires_grad_(False)`, `p.requires_grad = False`, or any flag that is not a literal
+    `True`). Leaves reached only through calls (`get_weight().add_(1)`), `setattr`, or
+    comprehensions are not followed.
+    """
+
+    CODE = "TL301"
+    NAME = "inplace-on-grad-leaf"
+    MESSAGE = "`{stmt}` modifies `{leaf}`, a leaf tensor that requires grad, in place while autograd is recording"
+    FIX = "do the update under `with torch.no_grad():` (or on `{leaf}.data`); initialise with `torch.nn.init` functions"
+    TOKENS = ("requires_grad", "Parameter", "parameters", "param_groups", ".weight", ".bias")
+    CLAIM = "the bad program raises a RuntimeError about a leaf Variable used in an in-place operation; the fixed one runs and changes its parameters"
+
+    INVALID = [
+        """\
+w = torch.randn(10, 1, requires_grad=True)
+for x, y in loader:
+    loss = ((x @ w - y) ** 2).mean()
+    loss.backward()
+    w -= 0.01 * w.grad  # expect: TL301
+    w.grad.zero_()
+""",
+        """\
+for p in critic.parameters():
+    p.clamp_(-0.01, 0.01)  # expect: TL301
+""",
+        """\
+class Scale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        self.gain.clamp_(min=0.0)  # expect: TL301
+        return x * self.gain
+""",
+    ]
+    VALID = [
+        """\
+w = torch.randn(10, 1, requires_grad=True)
+for x, y in loader:
+    loss = ((x @ w - y) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+    w.grad.zero_()
+""",
+        """\
+for p in critic.parameters():
+    p.data.clamp_(-0.01, 0.01)
+""",
+        """\
+@torch.no_grad()
+def init_weights(model):
+    for name, p in model.named_parameters():
+        if "bias" in name:
+            p.zero_()
+        else:
+            nn.init.xavier_uniform_(p)
+""",
+        """\
+ema = copy.deepcopy(model).requires_grad_(False)
+for p_ema, p in zip(ema.parameters(), model.parameters()):
+    p_ema.mul_(0.999).add_(p.detach(), alpha=0.001)
+""",
+    ]
+
+    def visit_Expr(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_Assign(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_AnnAssign(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_AugAssign(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_Return(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def _check(self, node, ctx: Context) -> None:
+        analysis = self.analysis
+        if not analysis.grad_enabled(ctx):
+            return  # under no_grad the update is exactly what one should write
+        for operand in analysis.mutated_operands(node):
+            if analysis.is_grad_leaf(operand, ctx):
+                self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), leaf=self.code(operand, 40)),
+                            self.FIX.format(leaf=self.code(operand, 40)))
+                return
