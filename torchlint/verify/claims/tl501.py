@@ -35,6 +35,26 @@ def _gradients_accumulate(bad: Measured, good: Measured) -> Outcome:
     )
 
 
+GROWTH = 1.5  # bad's gradient norm at the last step over its first step's (measured 2.5-4.7x at 4-8 steps)
+
+
+def _gradient_norm_grows(bad: Measured, good: Measured) -> Outcome:
+    bad.expect_clean()
+    good.expect_clean()
+    bad_norm, good_norm = bad.figure("grad_norm"), good.figure("grad_norm")
+    if not (isinstance(bad_norm, list) and isinstance(good_norm, list)):
+        return Outcome(False, "no figures", "no figures", "fixtures must record grad_norm once per step")
+    bad_growth, good_growth = bad_norm[-1] / bad_norm[0], good_norm[-1] / good_norm[0]
+    bad_slope, good_slope = bad.slope("live_bytes"), good.slope("live_bytes")
+    holds = bad_growth >= GROWTH and good_growth < GROWTH and bad_slope == 0 and good_slope == 0
+    return Outcome(
+        holds, f"|g| x{bad_growth:.1f} over {len(bad_norm)} steps, {per_step_bytes(bad_slope)}",
+        f"|g| x{good_growth:.1f}, {per_step_bytes(good_slope)}",
+        f"gradient norm last/first step: bad {bad_growth:.2f} (need >= {GROWTH}), good {good_growth:.2f} "
+        f"(need < {GROWTH}); live memory flat in both",
+    )
+
+
 CLAIMS = [
     Claim(
         code="TL501",
@@ -43,5 +63,21 @@ CLAIMS = [
         bad=Program("TL501/bad_training_loop.py"),
         good=Program("TL501/good_training_loop.py"),
         check=_gradients_accumulate,
+    ),
+    Claim(
+        code="TL501",
+        claim="with AMP's GradScaler the unscaled gradients accumulate the same way",
+        metric="grad_norm growth, live bytes",
+        bad=Program("TL501/bad_amp_grad_scaler.py"),
+        good=Program("TL501/good_amp_grad_scaler.py"),
+        check=_gradient_norm_grows,
+    ),
+    Claim(
+        code="TL501",
+        claim="a GAN step that forgets one of its two optimizers' zero_grad() accumulates that model's gradients",
+        metric="grad_norm growth, live bytes",
+        bad=Program("TL501/bad_gan_two_optimizers.py"),
+        good=Program("TL501/good_gan_two_optimizers.py"),
+        check=_gradient_norm_grows,
     ),
 ]

@@ -1,0 +1,44 @@
+"""TL502 zero-grad-between-backward-and-step: the step applies no gradient, so nothing learns."""
+
+from torchlint.verify.claims import Claim, Measured, Outcome, Program
+
+MIN_CHANGE = 1e-3  # good's parameter change after one step (measured 0.027 after one, 0.46 after 8)
+
+
+def _parameters_never_change(bad: Measured, good: Measured) -> Outcome:
+    bad.expect_clean()
+    good.expect_clean()
+    bad_deltas = [run["figures"].get("param_delta") for run in bad.runs]
+    good_deltas = [run["figures"].get("param_delta") for run in good.runs]
+    if any(delta is None for delta in bad_deltas + good_deltas):
+        return Outcome(False, "no figures", "no figures", "fixtures must record param_delta")
+    # Per-step lists (recorded every step) or one figure per run: compare every value.
+    flat = lambda deltas: [v for d in deltas for v in (d if isinstance(d, list) else [d])]  # noqa: E731
+    bad_values, good_values = flat(bad_deltas), flat(good_deltas)
+    holds = max(bad_values) == 0 and min(good_values) >= MIN_CHANGE
+    return Outcome(
+        holds, f"parameter change {max(bad_values):g} after {bad.steps[-1]} steps",
+        f"parameter change {good_values[-1]:.3g} after {good.steps[-1]} steps",
+        f"bad: parameters exactly unchanged at every step count; good: changed by >= {MIN_CHANGE:g} "
+        f"(smallest {min(good_values):.3g})",
+    )
+
+
+CLAIMS = [
+    Claim(
+        code="TL502",
+        claim="zero_grad() between backward() and step() discards the gradients: parameters never change",
+        metric="param_delta",
+        bad=Program("TL502/bad_zero_grad_after_backward.py"),
+        good=Program("TL502/good_zero_grad_after_backward.py"),
+        check=_parameters_never_change,
+    ),
+    Claim(
+        code="TL502",
+        claim="the module's zero_grad() before GradScaler.step() / under a profiler range does the same",
+        metric="param_delta",
+        bad=Program("TL502/bad_amp_train_step.py"),
+        good=Program("TL502/good_zero_grad_placements.py"),
+        check=_parameters_never_change,
+    ),
+]
