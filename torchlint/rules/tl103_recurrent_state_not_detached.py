@@ -14,6 +14,7 @@ from torchlint.analysis import (
     Scope,
     child_nodes,
     dotted_name,
+    iter_expression_nodes,
     last_part,
     mentioned_keys,
 )
@@ -46,10 +47,15 @@ class RecurrentStateNotDetached(Rule):
     The new state is computed from the old one, so its graph reaches back into every earlier
     iteration. The second `backward()` then walks into the previous iteration's graph, whose
     saved tensors the first `backward()` already freed, and raises "Trying to backward through
-    the graph a second time". Adding `backward(retain_graph=True)` silences the error but
-    keeps every iteration's graph alive: memory grows linearly with the number of steps and
-    each `backward()` costs more than the previous one (quadratic work overall). Truncated
-    backpropagation through time detaches the state once per iteration instead.
+    the graph a second time" (measured on an LSTM language model and on a stateful
+    `self.hidden` module: both fail on step 2). Adding `backward(retain_graph=True)` silences
+    that error but keeps every iteration's graph alive and backpropagates through all of them
+    again on every step: on a GRUCell(16, 128) with batch 64, live memory grows by 233,472
+    bytes and 16 graph nodes per step, and allocations grow quadratically (117 at 2 steps,
+    3,008 at 16), while the early steps' gradients are counted once per later step. With an
+    optimizer step between the backward() calls, the third backward() raises "modified by an
+    inplace operation" instead: the old graph saved the weights the step changed. Truncated
+    backpropagation through time detaches the state once per iteration.
 
     ## Known problems
     A bare `h.detach()` whose result is discarded is a no-op and does not count as detaching.
@@ -70,7 +76,7 @@ class RecurrentStateNotDetached(Rule):
     )
     FIX = (
         "cut the history once per iteration before feeding the state back: `{state} = {state}.detach()` "
-        "(for a tuple: `tuple(v.detach() for v in {state})`)"
+        "(a tuple of tensors: `{state} = tuple(v.detach() for v in {state})`)"
     )
     TOKENS = ("backward",)
     CLAIM = (
@@ -141,9 +147,8 @@ for x, y in stream:
         call = _feeding_call(node.value)
         if call is None or not call.args:
             return
-        targets = set()
-        for target in node.targets:
-            targets |= _target_keys(target.target)
+        ordered = [key for target in node.targets for key in _target_keys(target.target)]
+        targets = set(ordered)
         if not targets:
             return
         if not ctx.loops and not any(key.startswith("self.") for key in targets | _self_arguments(call)):
@@ -151,7 +156,8 @@ for x, y in stream:
         fed = set()
         for arg in call.args:
             fed |= self._live_keys(arg.value, ctx)
-        states = sorted(self._states(targets, fed, node, ctx))
+        found = self._states(targets, fed, node, ctx)
+        states = [key for key in dict.fromkeys(ordered) if key in found] + sorted(found - targets)
         if not states:
             return
         if not self._produces_state(call, ctx) or not self.analysis.grad_enabled(ctx):
@@ -202,9 +208,17 @@ for x, y in stream:
         message = self.MESSAGE.format(
             stmt=self.code(node, 60), states=names, them="it" if len(states) == 1 else "them",
         )
-        if loop is not None and self._retains_graph(loop):
+        if len(states) == 1:
+            fix = self.FIX.format(state=states[0])
+        else:
+            fix = ("cut the history once per iteration before feeding the state back: "
+                   f"`{', '.join(states)} = {', '.join(key + '.detach()' for key in states)}`")
+        if loop is None:
+            message += " across training steps"
+            fix += " (in a method such as `detach_state()` that the training loop calls every step)"
+        elif self._retains_graph(loop):
             message += "; `retain_graph=True` only hides the error while memory grows every step"
-        self.report(node, message, self.FIX.format(state=states[0] if len(states) == 1 else "hidden"))
+        self.report(node, message, fix)
 
     def _retains_graph(self, loop: Loop) -> bool:
         for stmt, _ in self.analysis.statements_in_loop(loop):
@@ -228,10 +242,9 @@ for x, y in stream:
             return False  # never bound before the feed reads it: not a state this code carries
         if any(self._cuts_history(binding, key, targets, loop) for binding in inside):
             return False
-        related = {key} | targets
         for stmt, stmt_ctx in analysis.statements_in_loop(loop):
             for call in analysis.calls_in(stmt):
-                if self._detaches_in_place(call, stmt, related, stmt_ctx):
+                if self._detaches_in_place(call, stmt, key, stmt_ctx):
                     return False
                 if key.startswith("self.") and self._resets_through_method(call, key, ctx):
                     return False
@@ -273,17 +286,25 @@ for x, y in stream:
             for stmt, stmt_ctx in self.analysis.statements_in_loop(loop)
         )
 
-    def _detaches_in_place(self, call, stmt, related: set[str], ctx: Context) -> bool:
+    def _detaches_in_place(self, call, stmt, key: str, ctx: Context) -> bool:
         """``h.detach_()``, ``for v in h: v.detach_()``, ``[v.detach_() for v in h]``, or an
         in-place helper ``detach_hidden(h)`` whose result may be discarded."""
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "detach_":
-            if (mentioned_keys(func.value) | mentioned_keys(stmt)) & related:
+            if key in mentioned_keys(func.value):
                 return True
             receiver = dotted_name(func.value)
-            binding = self.analysis.lookup(receiver, ctx) if receiver else None
-            return binding is not None and binding.kind == "for" and bool(mentioned_keys(binding.value) & related)
-        if not any(mentioned_keys(arg.value) & related for arg in call.args):
+            if receiver is None:
+                return False
+            binding = self.analysis.lookup(receiver, ctx)
+            if binding is not None and binding.kind == "for" and key in mentioned_keys(binding.value):
+                return True
+            return any(  # [v.detach_() for v in h]
+                type(node).__name__ in COMPREHENSIONS and receiver in _target_keys(node.for_in.target)
+                and key in mentioned_keys(node.for_in.iter)
+                for expr in self.analysis.own_expressions(stmt) for node in iter_expression_nodes(expr)
+            )
+        if not any(key in mentioned_keys(arg.value) for arg in call.args):
             return False
         helper = self._local_function(func, ctx)
         if helper is not None:
@@ -317,7 +338,7 @@ for x, y in stream:
             bindings = [b for b in class_scope.bindings.get(key, ()) if b.stmt is not node]
             if any(self._stored_state_cut(b, key, targets, method) for b in bindings):
                 continue
-            if self._detached_in_class(key, targets, class_scope):
+            if self._detached_in_class(key, class_scope):
                 continue
             carried.append(key)
         if not carried:
@@ -341,13 +362,12 @@ for x, y in stream:
         # a fresh state at the start of every call of the same method
         return binding.ctx.scope is method and not binding.ctx.loops and binding.ctx.guard is None
 
-    def _detached_in_class(self, key: str, targets: set[str], class_scope: Scope) -> bool:
-        related = ({key} | targets) - {"self"}
+    def _detached_in_class(self, key: str, class_scope: Scope) -> bool:
         for stmt, stmt_ctx in self.analysis.statements_by_type.get("Expr", ()):
             if stmt_ctx.scope.class_scope is not class_scope:
                 continue
             for call in self.analysis.calls_in(stmt):
-                if self._detaches_in_place(call, stmt, related, stmt_ctx):
+                if self._detaches_in_place(call, stmt, key, stmt_ctx):
                     return True
         return False
 
@@ -446,7 +466,7 @@ for x, y in stream:
         clause = node.for_in
         iterables = []
         while clause is not None:
-            loop_names |= _target_keys(clause.target)
+            loop_names.update(_target_keys(clause.target))
             iterables.append(clause.iter)
             clause = clause.inner_for_in
         element_live = self._live_keys(node.elt, ctx)
@@ -548,17 +568,14 @@ def _self_arguments(call) -> set[str]:
     return keys
 
 
-def _target_keys(target) -> set[str]:
-    """Names and dotted attributes an assignment target binds (unpacking flattened)."""
+def _target_keys(target) -> list[str]:
+    """Names and dotted attributes an assignment target binds, in order (unpacking flattened)."""
     if type(target) in (cst.Tuple, cst.List):
-        keys = set()
-        for element in target.elements:
-            keys |= _target_keys(element.value)
-        return keys
+        return [key for element in target.elements for key in _target_keys(element.value)]
     if type(target) is cst.StarredElement:
         return _target_keys(target.value)
     key = dotted_name(target)
-    return {key} if key is not None else set()
+    return [key] if key is not None else []
 
 
 def _call_name(call) -> str | None:
