@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+from torchlint.analysis import Binding, Context, call_arguments, dotted_name, keyword_argument, last_part, strip_views
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+# Ops whose backward needs their own output, measured on torch 2.13: mutating the result in place
+# makes backward() raise. (pow, log, gelu, silu, elu, softplus... save their input instead.)
+OUTPUT_SAVING_OPS = frozenset({
+    "sigmoid", "tanh", "exp", "exp2", "expm1", "softmax", "log_softmax", "softmin", "relu",
+    "sqrt", "rsqrt", "reciprocal", "tan",
+})
+OUTPUT_SAVING_ALIASES = {"expit": "sigmoid"}  # torch.special.expit
+OUTPUT_SAVING_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special"})
+OUTPUT_SAVING_MODULES = {
+    "Sigmoid": "sigmoid", "Tanh": "tanh", "ReLU": "relu", "Softmax": "softmax",
+    "LogSoftmax": "log_softmax", "Softmin": "softmin",
+}
+# Methods whose result the caller backpropagates: the graph of what they return is still needed.
+GRAPH_RETURNING_METHODS = frozenset({"forward", "training_step"})
+MAX_ALIAS_DEPTH = 8
+
+
+class InplaceOnSavedTensor(Rule):
+    """
+    ## What it does
+    Finds in-place changes to the output of an op whose backward needs that output —
+    `sigmoid`, `tanh`, `exp`, `softmax`, `log_softmax`, `relu`, `sqrt`, `rsqrt`,
+    `reciprocal` in their `torch.`, method and `torch.nn.functional` spellings, and the
+    `nn.Sigmoid` / `nn.Tanh` / `nn.ReLU` / `nn.Softmax` modules — while that output is still
+    needed: a `backward()` in the same function follows and reaches it, or a `forward()` /
+    `training_step()` returns it. Mutations are in-place methods (`y.mul_(2)`,
+    `y[:, 0].zero_()`, even `y.detach().zero_()`, which shares the version counter),
+    augmented assignments (`y += 1`) and item assignments (`y[mask] = 0`). The op's input
+    must be attached to the graph or a leaf that requires grad.
+
+    ## Why is this bad?
+    Autograd saved the output for the backward pass and checks its version counter. The
+    in-place change itself raises nothing; the later `backward()` raises `RuntimeError: one of
+    the variables needed for gradient computation has been modified by an inplace operation`
+    (measured on torch 2.13 for every op listed above, including a mutation done under
+    `torch.no_grad()`). Use an out-of-place op (`y = y * 2`) or mutate a `.clone()`.
+
+    ## Known problems
+    Conservative: only what the function's own code shows. Not reported when the op's input
+    is not known to require grad (a parameter of the function, a plain tensor), when the op
+    ran under `torch.no_grad()`, for a mutation after the last `backward()`, on `.clone()`,
+    `.data` or advanced-indexing copies (`y[mask].zero_()`), for re-binding (`y = y * 2`),
+    for `inplace=True` functions and modules (`nn.ReLU(inplace=True)`), and for ops that save
+    their input rather than their output (`pow`, `log`, `gelu`, `silu`, `elu`, `softplus`,
+    `leaky_relu`, `hardtanh`, linear layers...).
+    """
+
+    CODE = "TL302"
+    NAME = "inplace-on-saved-tensor"
+    MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
+    FIX = "use an out-of-place op (`{name} = {name} * ...`) or change a copy made with `{name}.clone()`"
+    TOKENS = ("sigmoid", "tan", "exp", "softmax", "softmin", "relu", "sqrt", "reciprocal", "Sigmoid", "Tanh", "ReLU", "Softm")
+    CLAIM = "the bad program's backward() raises that a variable needed for gradient computation was modified by an inplace operation; the fixed one runs"
+
+    INVALID = [
+        """\
+for x, y in loader:
+    probs = torch.sigmoid(model(x))
+    probs.clamp_(1e-6, 1 - 1e-6)  # expect: TL302
+    loss = F.binary_cross_entropy(probs, y)
+    loss.backward()
+""",
+        """\
+class Block(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        out = F.relu(self.conv(x))
+        out += x  # expect: TL302
+        return out
+""",
+    ]
+    VALID = [
+        """\
+for x, y in loader:
+    probs = torch.sigmoid(model(x))
+    probs = probs.clamp(1e-6, 1 - 1e-6)
+    loss = F.binary_cross_entropy(probs, y)
+    loss.backward()
+""",
+        """\
+class Block(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        out = F.relu(self.conv(x))
+        out = out + x
+        return out
+""",
+        """\
+def visualise(model, x):
+    with torch.no_grad():
+        heat = torch.softmax(model(x), dim=1)
+    heat[:, 0] = 0
+    return heat
+""",
+        """\
+for x, y in loader:
+    logits = model(x)
+    probs = logits.softmax(dim=-1).clone()
+    probs[:, 0] = 0
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+""",
+    ]
+
+    def visit_Expr(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_Assign(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_AnnAssign(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_AugAssign(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def visit_Return(self, node, ctx: Context) -> None:
+        self._check(node, ctx)
+
+    def _check(self, node, ctx: Context) -> None:
+        if ctx.scope.kind != "function" and ctx.scope.kind != "module":
+            return  # class bodies run no tensor code worth checking
+        for operand in self.analysis.mutated_operands(node):
+            base = strip_views(operand, through_detach=True)
+            key = dotted_name(base) if base is not None else None
+            if key is None:
+                continue
+            origin = self._saved_origin(key, ctx, 0)
+            if origin is not None and self._graph_still_needed(origin[1], ctx):
+                name = self.code(base, 30)
+                self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
+                            self.FIX.format(name=name))
+                return
+
+    def _saved_origin(self, key: str, ctx: Context, depth: int) -> tuple[str, Binding] | None:
+        """(op, binding) when ``key`` at ``ctx`` holds the output of an output-saving op computed
+        in this scope (following in-place updates, aliases and views)."""
+        binding = self.analysis.lookup(key, ctx)
+        if binding is None or binding.ctx.scope is not ctx.scope or depth > MAX_ALIAS_DEPTH:
+            return None
+        if binding.kind == "augassign":  # an earlier in-place update: same tensor
+            return self._saved_origin(key, binding.ctx, depth + 1)
+        value = self.analysis.bound_value(binding)
+        if value is not None:
+            value = strip_views(value, through_detach=True)
+        if type(value) is cst.Call:
+            op = self._saving_op(value, binding.ctx)
+            return (op, binding) if op is not None else None
+        alias = dotted_name(value) if value is not None else None
+        return self._saved_origin(alias, binding.ctx, depth + 1) if alias else None
+
+    def _saving_op(self, call, ctx: Context) -> str | None:
+        """The op name when ``call`` runs an output-saving op, with autograd recording, on an
+        input that requires grad."""
+        analysis = self.analysis
+        func = call.func
+        qualified = analysis.qualified_name(func)
+        op = source = None
+        if qualified is not None:
+            namespace, _, name = qualified.rpartition(".")
+            name = OUTPUT_SAVING_ALIASES.get(name, name)
+            if namespace in OUTPUT_SAVING_NAMESPACES and name in OUTPUT_SAVING_OPS:
+                arguments = call_arguments(call)
+                op, source = qualified, arguments[0] if arguments else keyword_argument(call, "input")
+        elif type(func) is cst.Attribute and func.attr.value in OUTPUT_SAVING_OPS and self._requires_grad(func.value, ctx):
+            op, source = f"{func.attr.value}", func.value
+        if op is None:
+            op = self._saving_module(func, ctx)
+            arguments = call_arguments(call)
+            source = arguments[0] if op is not None and arguments else None
+        if source is None or keyword_argument(call, "inplace") is not None:
+            return None  # inplace=... calls are the mutation themselves, not reported
+        return op if self._requires_grad(source, ctx) else None
+
+    def _saving_module(self, func, ctx: Context) -> str | None:
+        """``self.act`` bound to ``nn.Sigmoid()`` (not ``nn.ReLU(inplace=True)``)."""
+        key = dotted_name(func)
+        if key is None:
+            return None
+        binding = self.analysis.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+            return None
+        constructor = binding.value
+        qualified = self.analysis.qualified_name(constructor.func) or ""
+        if not qualified.startswith("torch.nn.") or last_part(qualified) not in OUTPUT_SAVING_MODULES:
+            return None
+        if keyword_argument(constructor, "inplace") is not None:
+            return None
+        return f"{dotted_name(constructor.func)}()"
+
+    def _requires_grad(self, expr, ctx: Context) -> bool:
+        analysis = self.analysis
+        return analysis.is_attached(expr, ctx) or (analysis.grad_enabled(ctx) and analysis.is_grad_leaf(expr, ctx))
+
+    def _graph_still_needed(self, origin: Binding, ctx: Context) -> bool:
+        """A backward() after the mutation reaches the saved tensor, or the method hands it to a
+        caller that backpropagates it."""
+        analysis = self.analysis
+        scope = ctx.scope
+        if ctx.order < analysis.last_backward_order(scope) and origin.key in analysis.backpropagated_keys(scope):
+            return True
+        return (
+            scope.kind == "function" and scope.name in GRAPH_RETURNING_METHODS
+            and scope.parent is not None and scope.parent.kind == "class"
+            and origin.key in analysis.returned_keys(scope)
+        )
