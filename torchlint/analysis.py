@@ -701,7 +701,7 @@ class Analysis:
         """Is the container emptied inside the loop (``xs.clear()``, ``del xs[:]``)?"""
         for stmt, _ in self.statements_in_loop(loop):
             if type(stmt) is cst.Del and any(
-                storage_key(target.target) == key for target in _del_targets(stmt)
+                storage_key(target.value) == key for target in _del_targets(stmt)
             ):
                 return True
             if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
