@@ -156,44 +156,56 @@ def measure_memory(session: Session, steps: int, preexisting: list, curve: bool)
 
 def measure_time(session: Session, steps: int, repeats: int) -> dict[str, Any]:
     """Best of ``repeats`` untracked runs (the tracker itself would slow the ops down). With a
-    ``step_hook`` every step's own CPU time is kept too (the first step of each run, which
-    follows the setup, is left out), a better per-step figure than a slope between totals."""
+    ``step_hook`` every step's own CPU and wall time is kept too (the first step of each run,
+    which follows the setup, is left out): a better per-step figure than a slope between totals."""
     best_cpu = best_wall = float("inf")
     exception = None
     step_cpu: list[float] = []
+    step_wall: list[float] = []
     for _ in range(repeats):
         seed_everything(0)
         gc.collect()
         synchronize(session.device)
-        stamps: list[float] = []
+        stamps: list[tuple[float, float]] = []
 
         def hook() -> None:
             synchronize(session.device)
-            stamps.append(time.process_time())
+            stamps.append((time.process_time(), time.perf_counter()))
 
         cpu, wall = time.process_time(), time.perf_counter()
         kept, exception = session.call(steps, hook)
         synchronize(session.device)
         best_cpu = min(best_cpu, time.process_time() - cpu)
         best_wall = min(best_wall, time.perf_counter() - wall)
-        step_cpu.extend(later - earlier for earlier, later in zip(stamps, stamps[1:]))
+        step_cpu.extend(later[0] - earlier[0] for earlier, later in zip(stamps, stamps[1:]))
+        step_wall.extend(later[1] - earlier[1] for earlier, later in zip(stamps, stamps[1:]))
         del kept
     return {"steps": steps, "cpu_s": best_cpu, "wall_s": best_wall, "step_cpu_s": step_cpu,
-            "exception": exception}
+            "step_wall_s": step_wall, "exception": exception}
 
 
-def collection_cost(repeats: int = 3) -> float:
-    """CPU time of one full ``gc.collect()`` with everything the process holds (best of)."""
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.process_time()
-        gc.collect()
-        best = min(best, time.process_time() - started)
-    return best
+def collection_cost(session: Session, repeats: int = 3) -> float:
+    """CPU time of one full ``gc.collect()`` with everything the process holds, best of
+    ``repeats``: measured inside the fixture's first step (its objects alive) when it takes a
+    ``step_hook``, else after a run."""
+    timings: list[float] = []
+
+    def collect() -> None:
+        if timings:
+            return
+        for _ in range(repeats):
+            started = time.process_time()
+            gc.collect()
+            timings.append(time.process_time() - started)
+
+    if session.takes_hook:
+        session.call(1, collect)
+    collect()
+    return min(timings)
 
 
 def measure(path: str, function: str = "run", step_counts: tuple[int, ...] = (2, 4, 8),
-            device: str = "cpu", timing: int = 0) -> dict[str, Any]:
+            device: str = "cpu", timing: int = 0, timing_steps: tuple[int, ...] = ()) -> dict[str, Any]:
     """Every figure of one fixture function. Never raises: failures are reported in the result."""
     torch.set_num_threads(1)
     result: dict[str, Any] = {
@@ -221,9 +233,9 @@ def measure(path: str, function: str = "run", step_counts: tuple[int, ...] = (2,
         # Timed runs see the whole heap again, as the program would without the verifier: a
         # gc.collect() inside the loop has to walk torch's objects too.
         gc.unfreeze()
-        for steps in counts:
+        for steps in sorted(set(timing_steps)) or counts:
             result["timing"].append(measure_time(session, steps, timing))
-        result["gc_collect_cpu_s"] = collection_cost()
+        result["gc_collect_cpu_s"] = collection_cost(session)
     return result
 
 
@@ -238,9 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default="2,4,8", help="comma-separated step counts")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--timing", type=int, default=0, metavar="REPEATS")
+    parser.add_argument("--timing-steps", default="", help="comma-separated step counts of timed runs")
     args = parser.parse_args(argv)
     counts = tuple(int(part) for part in args.steps.split(","))
-    json.dump(measure(args.fixture, args.function, counts, args.device, args.timing), sys.stdout, indent=1)
+    timing_steps = tuple(int(part) for part in args.timing_steps.split(",") if part)
+    result = measure(args.fixture, args.function, counts, args.device, args.timing, timing_steps)
+    json.dump(result, sys.stdout, indent=1)
     print()
     return 0
 

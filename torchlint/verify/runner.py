@@ -25,13 +25,15 @@ class ProbeRequest:
     step_counts: tuple[int, ...] = (2, 4, 8)
     device: str = "cpu"
     timing: int = 0  # repeats of timed, untracked runs (time claims); 0 = memory only
+    timing_steps: tuple[int, ...] = ()  # step counts of the timed runs; () = step_counts
 
 
 def _child(request: ProbeRequest, sender) -> None:
     from torchlint.verify.probe import measure
 
     try:
-        result = measure(request.path, request.function, request.step_counts, request.device, request.timing)
+        result = measure(request.path, request.function, request.step_counts, request.device, request.timing,
+                         request.timing_steps)
     except BaseException as error:  # report, never hang the parent
         result = {"error": {"type": type(error).__name__, "message": str(error)[:500]}}
     sender.send(result)

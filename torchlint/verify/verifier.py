@@ -18,7 +18,7 @@ def step_counts_for(steps: int) -> tuple[int, ...]:
 
 def _request(program: Program, claim: Claim, fixtures_dir: Path, device: str, steps: int) -> ProbeRequest:
     return ProbeRequest(str(program.resolve(fixtures_dir)), program.function,
-                        claim.step_counts or step_counts_for(steps), device, claim.timing)
+                        claim.step_counts or step_counts_for(steps), device, claim.timing, claim.timing_steps)
 
 
 def verify(claims: list[Claim], device: str, steps: int, fixtures_dir: Path, torch_version: str,

@@ -55,6 +55,7 @@ class Claim:
     check: Callable[[Measured, Measured], Outcome]
     needs_cuda: bool = False  # only measurable on a GPU: needs-cuda on CPU
     timing: int = 0  # repeats of timed runs (best of); 0 = memory only
+    timing_steps: tuple[int, ...] = ()  # step counts of the timed runs; () = the memory step counts
     step_counts: tuple[int, ...] | None = None  # None: derived from --steps
     cuda_check: Callable[[Measured, Measured], Outcome] | None = None  # replaces check on CUDA
 
@@ -92,11 +93,12 @@ class Measured:
         return _slope(self.steps, self.series(key))
 
     def time_per_step(self, key: str = "cpu_s") -> float:
-        """The fastest single step's CPU time when the program reports steps (``step_hook``):
-        other processes and interrupts only ever add time, so the minimum is the stable figure on
-        a shared machine. Otherwise the slope of the best total time over the step counts."""
-        steps = [value for run in self.timing for value in run.get("step_cpu_s", [])]
-        if key == "cpu_s" and steps:
+        """The fastest single step's time (``cpu_s`` or ``wall_s``; wall for GPU work) when the
+        program reports steps (``step_hook``): other processes and interrupts only ever add time,
+        so the minimum is the stable figure on a shared machine. Otherwise the slope of the best
+        total time over the step counts."""
+        steps = [value for run in self.timing for value in run.get("step_" + key, [])]
+        if steps:
             return min(steps)
         return _slope([run["steps"] for run in self.timing], [run[key] for run in self.timing])
 
@@ -279,6 +281,21 @@ def raises_vs_clean(error_type: str, contains: str, clean_below: int = 0) -> Cal
     return check
 
 
+def good_parameters_change(min_change: float = 1e-4) -> Callable[[Measured, Measured], Outcome]:
+    """The good program's ``param_delta`` figure (how far training moved its parameters) is at
+    least ``min_change`` in every run."""
+
+    def check(bad: Measured, good: Measured) -> Outcome:
+        good.expect_clean()
+        deltas = [run.get("figures", {}).get("param_delta") for run in good.runs]
+        if any(not isinstance(delta, (int, float)) for delta in deltas):
+            return Outcome(False, "", "no param_delta", "the good fixture must record param_delta")
+        return Outcome(min(deltas) >= min_change, "", f"params moved {deltas[-1]:.3g}",
+                       f"good's parameters moved by >= {min_change:g} (smallest {min(deltas):.3g})")
+
+    return check
+
+
 def all_of(*checks: Callable[[Measured, Measured], Outcome]) -> Callable[[Measured, Measured], Outcome]:
     """Every check holds; summaries and details joined."""
 
@@ -286,8 +303,8 @@ def all_of(*checks: Callable[[Measured, Measured], Outcome]) -> Callable[[Measur
         outcomes = [each(bad, good) for each in checks]
         return Outcome(
             all(outcome.holds for outcome in outcomes),
-            "; ".join(outcome.bad for outcome in outcomes),
-            "; ".join(outcome.good for outcome in outcomes),
+            "; ".join(outcome.bad for outcome in outcomes if outcome.bad),
+            "; ".join(outcome.good for outcome in outcomes if outcome.good),
             "; ".join(outcome.detail for outcome in outcomes),
         )
 
