@@ -77,6 +77,9 @@ MODULE_PASS_THROUGH_METHODS = frozenset({
     "requires_grad_", "to_empty", "share_memory",
 })
 BACKWARD_FUNCTIONS = frozenset({"backward", "manual_backward"})
+# A loop header with these words goes over batches or steps: ``for batch in loader``,
+# ``for step in range(max_steps)``, ``while it < n_iters``.
+STEP_HEADER_RE = re.compile(r"batch|loader|step|iteration|(?:^|_)iters?(?:$|_)", re.I)
 CONTAINER_WRITES = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "setdefault"})
 # Tensor methods named like in-place ops that change no values (or only metadata autograd allows).
 NON_MUTATING_INPLACE_METHODS = frozenset({"requires_grad_", "share_memory_", "detach_", "rename_"})
@@ -731,6 +734,52 @@ class Analysis:
                 for stmt, ctx in self.statements_in_loop(loop)
             )
         return loop._memo["once"]
+
+    def runs_every_step(self, ctx: Context) -> bool:
+        """Does the statement run on every iteration of a loop that makes training / inference
+        steps (see ``is_step_loop``)? What per-step costs (a cache flush, a collection, an
+        allocation) are judged by."""
+        return self.runs_every_iteration(ctx) and self.is_step_loop(ctx.loop)
+
+    def is_step_loop(self, loop: Loop) -> bool:
+        """Does each iteration make one step: a forward pass (``model(x)``, ``self(x)``), a
+        ``backward()`` or an optimizer step in the loop's own body (not in a loop nested in it),
+        or a header that goes over batches or steps (``for batch in loader``,
+        ``while step < max_steps``) without a nested loop that makes the steps? Outer loops
+        (epochs over batches, checkpoint shards over their tensors, profiled operations over
+        timing repeats) and loops over things (models, devices, files) are not step loops."""
+        if "step" in loop._memo:
+            return loop._memo["step"]
+        loop._memo["step"] = False  # recursion guard
+        own_work = False
+        nested = []
+        for stmt, ctx in self.statements_in_loop(loop):
+            if ctx.loop is not loop:
+                continue
+            if type(stmt) in (cst.For, cst.While):
+                nested.append(self.loops[id(stmt)])
+                continue
+            if any(self._makes_step(call, ctx) for call in self.calls_in(stmt)):
+                own_work = True
+                break
+        header = {
+            part for expr in self.own_expressions(loop.node) for key in mentioned_keys(expr)
+            for part in key.split(".")
+        }
+        result = own_work or (
+            any(STEP_HEADER_RE.search(part) for part in header)
+            and not any(self.is_step_loop(inner) for inner in nested)
+        )
+        loop._memo["step"] = result
+        return result
+
+    def _makes_step(self, call, ctx: Context) -> bool:
+        func = call.func
+        if _call_name(call) in BACKWARD_FUNCTIONS:
+            return True
+        if type(func) is cst.Name and func.value == "self":
+            return True  # a module calling its own forward (a decoding loop)
+        return self.is_module(func, ctx) or self.stepped_optimizer(call, ctx) is not None
 
     def returned_expressions(self, scope: Scope) -> list:
         """Values of the scope's return / yield statements and yield expressions."""

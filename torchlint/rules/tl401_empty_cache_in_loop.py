@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+from torchlint.analysis import Context, last_part
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+
+class EmptyCacheInLoop(Rule):
+    """
+    ## What it does
+    Finds `torch.cuda.empty_cache()` (and the `torch.mps` / `torch.xpu` / other device
+    spellings, however imported) called on every iteration of a loop: not under an `if`,
+    `except` or `case` inside the innermost loop around it. A `finally:` or `try:` body in
+    the loop runs every iteration too.
+
+    ## Why is this bad?
+    `empty_cache()` hands every unused block of PyTorch's caching allocator back to the
+    driver. The next iteration then allocates its activations, gradients and temporaries
+    afresh with `cudaMalloc`/`cudaFree`, which synchronise the device: every step pays for
+    the allocations the cache exists to avoid, and the memory it frees is needed again a
+    moment later. It does not reduce the memory the tensors themselves use, and on CPU it
+    does nothing at all. Call it every N steps (`if step % 256 == 0:`), once after the loop,
+    or in the handler of an out-of-memory error.
+
+    ## Known problems
+    Only calls in the loop's own body count: a helper that calls `empty_cache()` and is
+    itself called in a loop is not followed, nor are wrapper objects
+    (`accelerator.empty_cache()`, `get_device_module().empty_cache()`). A loop whose
+    iteration ends in an unconditional `break` / `return` / `raise` (a one-shot loop, or a
+    retry loop whose `try:` body breaks out on success) is not a repeated loop. A call in an
+    outer loop (per epoch, per evaluated model) runs once per inner loop and is fine. Loops
+    that go over things rather than steps (checkpoint shards, models to unload, devices,
+    profiled operations) are reported like any other loop when they do no work of their own
+    besides the call; see the corpus triage for how rare that is.
+    """
+
+    CODE = "TL401"
+    NAME = "empty-cache-in-loop"
+    MESSAGE = "`{call}` runs on every iteration of the loop, so every iteration re-allocates device memory the cache held"
+    FIX = "call it once after the loop, every N steps (`if step % N == 0:`), or only after catching an out-of-memory error"
+    TOKENS = ("empty_cache",)
+    CLAIM = "on a GPU the bad loop returns reserved memory to the driver every step and takes longer per step than the fixed one"
+
+    INVALID = [
+        """\
+for step, (x, y) in enumerate(loader):
+    loss = criterion(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    torch.cuda.empty_cache()  # expect: TL401
+""",
+        """\
+from torch.cuda import empty_cache
+
+for batch in loader:
+    try:
+        train_step(batch)
+    finally:
+        empty_cache()  # expect: TL401
+""",
+    ]
+    VALID = [
+        """\
+for step, (x, y) in enumerate(loader):
+    loss = criterion(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if step % 256 == 0:
+        torch.cuda.empty_cache()
+""",
+        """\
+for batch in loader:
+    try:
+        train_step(batch)
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+torch.cuda.empty_cache()
+""",
+        """\
+while batch_size > 1:
+    torch.cuda.empty_cache()
+    try:
+        run(model, batch_size)
+        break
+    except torch.cuda.OutOfMemoryError:
+        batch_size //= 2
+""",
+    ]
+
+    def visit_Expr(self, node, ctx: Context) -> None:
+        call = node.value
+        if not ctx.loops or type(call) is not cst.Call:
+            return
+        name = self.analysis.qualified_name(call.func)
+        # torch.cuda.empty_cache, torch.mps.empty_cache, torch.xpu.memory.empty_cache, ...
+        if name is None or not name.startswith("torch.") or last_part(name) != "empty_cache":
+            return
+        if not self.analysis.runs_every_step(ctx):
+            return
+        self.report(node, self.MESSAGE.format(call=self.code(call, 40)))

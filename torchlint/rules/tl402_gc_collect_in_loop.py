@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from torchlint.analysis import Context, call_arguments, keyword_argument
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+
+class GcCollectInLoop(Rule):
+    """
+    ## What it does
+    Finds a full garbage collection, `gc.collect()` (however `gc` is imported), called on
+    every iteration of a loop: not under an `if`, `except` or `case` inside the innermost
+    loop around it. A `finally:` or `try:` body in the loop runs every iteration too.
+
+    ## Why is this bad?
+    A full collection walks every container object the process has: the model's modules and
+    parameters, the dataset's samples, the optimizer state, everything imported. In a
+    training program that is milliseconds per call, paid on every step, and it frees
+    nothing that reference counting does not already free unless the step creates reference
+    cycles. Collect once per epoch or every N steps, or after deleting a large object graph.
+
+    ## Known problems
+    Only calls in the loop's own body count: a helper that collects and is itself called in
+    a loop is not followed. `gc.collect(0)` and `gc.collect(1)` (young generations only,
+    cheap) are not reported. A loop whose iteration ends in an unconditional `break` /
+    `return` / `raise` (a one-shot or retry loop) is not a repeated loop. A call in an outer
+    loop (per epoch) runs once per inner loop and is fine.
+    """
+
+    CODE = "TL402"
+    NAME = "gc-collect-in-loop"
+    MESSAGE = "`{call}` runs a full garbage collection on every iteration of the loop"
+    FIX = "collect once per epoch or every N steps (`if step % N == 0:`), or once after the loop"
+    TOKENS = ("collect",)
+    CLAIM = "the bad loop takes longer per step than the fixed one by at least the cost of one full collection of the program's objects"
+
+    INVALID = [
+        """\
+import gc
+
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        gc.collect()  # expect: TL402
+""",
+        """\
+from gc import collect
+
+while step < max_steps:
+    step = train_step(step)
+    with torch.no_grad():
+        collect()  # expect: TL402
+""",
+    ]
+    VALID = [
+        """\
+import gc
+
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    gc.collect()
+""",
+        """\
+import gc
+
+for step, batch in enumerate(loader):
+    train_step(batch)
+    if step % 1000 == 0:
+        gc.collect()
+    gc.collect(0)
+""",
+    ]
+
+    def visit_Expr(self, node, ctx: Context) -> None:
+        call = node.value
+        if not ctx.loops or type(call) is not cst.Call:
+            return
+        if self.analysis.qualified_name(call.func) != "gc.collect":
+            return
+        generation = keyword_argument(call, "generation") or next(iter(call_arguments(call)), None)
+        if type(generation) is cst.Integer and generation.value in ("0", "1"):
+            return  # a young-generation collection: cheap
+        if not self.analysis.runs_every_step(ctx):
+            return
+        self.report(node, self.MESSAGE.format(call=self.code(call, 40)))
