@@ -31,6 +31,13 @@ DETACHING_HELPER_RE = re.compile(r"(?i)detach|repackage")
 FRESH_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
 COMPREHENSIONS = ("GeneratorExp", "ListComp", "SetComp")
 DETACH, FRESH = "detach", "fresh"
+# `training_step` runs once per batch, each followed by a backward() (Lightning, HF Trainer): the
+# loop that drives it lives in the framework. State re-bound in these hooks is reset per batch.
+FRAMEWORK_TRAINING_STEPS = frozenset({"training_step"})
+PER_BATCH_HOOKS = frozenset({
+    "on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward",
+    "on_before_optimizer_step", "on_before_zero_grad", "optimizer_step", "optimizer_zero_grad",
+})
 
 
 class RecurrentStateNotDetached(Rule):
@@ -63,8 +70,10 @@ class RecurrentStateNotDetached(Rule):
     `forward()`), one `backward()` after a loop over the whole sequence, a state re-initialised
     in the loop (`hidden = model.init_hidden()`), code under `torch.no_grad()`, and a
     `self.hidden` module with any method that detaches the state. The `self.hidden` form is
-    reported only when a loop in the same file trains an instance of the module without
-    resetting it; a library module whose training loop lives elsewhere is not reported.
+    reported when a loop in the same file trains an instance of the module without resetting
+    it, or in a `training_step` (which the framework calls once per batch, each time with a
+    backward) unless a per-batch hook such as `on_train_batch_start` resets it; a library
+    module whose training loop lives elsewhere is not reported.
     Helpers defined elsewhere are trusted by their name (`detach`, `repackage`).
     """
 
@@ -78,7 +87,7 @@ class RecurrentStateNotDetached(Rule):
         "cut the history once per iteration before feeding the state back: `{state} = {state}.detach()` "
         "(a tuple of tensors: `{state} = tuple(v.detach() for v in {state})`)"
     )
-    TOKENS = ("backward",)
+    TOKENS = ("backward", "training_step")
     CLAIM = (
         "the bad loop raises \"Trying to backward through the graph a second time\" on its second step, "
         "and with `retain_graph=True` its live memory grows linearly; the fixed loop stays flat"
@@ -103,6 +112,13 @@ for x, y in stream:
     loss = F.mse_loss(head(h), y)
     loss.backward(retain_graph=True)
     optimizer.step()
+""",
+        """\
+class StatefulLM(pl.LightningModule):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits, self.hidden = self.model(x, self.hidden)  # expect: TL103
+        return F.cross_entropy(logits, y)
 """,
     ]
     VALID = [
@@ -347,7 +363,10 @@ for x, y in stream:
             b.ctx.scope.name for key in carried for b in class_scope.bindings.get(key, ())
             if b.ctx.scope is not method and b.ctx.scope.name != "__init__"
         }
-        if self._driving_loop(class_scope.node.name.value, method.name, carried, resetting):
+        if method.name in FRAMEWORK_TRAINING_STEPS:
+            if not resetting & PER_BATCH_HOOKS:
+                self._report(node, carried, None)
+        elif self._driving_loop(class_scope.node.name.value, method.name, carried, resetting):
             self._report(node, carried, None)
 
     def _stored_state_cut(self, binding, key: str, targets: set[str], method: Scope) -> bool:
