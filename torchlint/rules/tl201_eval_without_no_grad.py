@@ -1,0 +1,319 @@
+from __future__ import annotations
+
+import math
+import re
+
+from torchlint.analysis import (
+    ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, dotted_name, iter_expression_nodes,
+    last_part, name_words,
+)
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+DEFAULT_EVAL_WORDS = ("evaluate", "validate", "validation", "test", "predict", "infer", "inference")
+# Calling a loss on outputs builds no graph of its own worth reporting: the model call does.
+LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
+COMPREHENSIONS = ("ListComp", "SetComp", "GeneratorExp", "DictComp")
+# Ultralytics model wrappers: calling one runs `predict()`, which disables grad itself.
+PREDICTING_WRAPPERS = frozenset({"YOLO", "YOLOWorld", "YOLOE", "RTDETR", "SAM", "FastSAM", "NAS", "Model"})
+
+
+class EvalWithoutNoGrad(Rule):
+    """
+    ## What it does
+    Finds evaluation loops that run forward passes with autograd enabled. Evaluation code is
+    what follows `model.eval()` in a function (until that model's `.train()`), which covers
+    the epoch function with a training phase and then a validation phase, and the body of a
+    function whose name says evaluation (`evaluate`, `validate`, `validation`, `test`,
+    `predict`, `infer`, `inference` as a word of a snake_case or camelCase name). Reported
+    once per function, at its first forward pass inside a loop (or a comprehension) that runs
+    with grad enabled.
+
+    ## Why is this bad?
+    `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
+    stop autograd. Every forward pass still saves the activations its backward pass would
+    need, and keeps them until the outputs die, although no backward pass ever comes.
+    Measured on a 3-layer MLP evaluation loop (CPU, fp32): peak memory 2.0× that of the same
+    loop under `torch.no_grad()`, and outputs stored for later (predictions, logits) keep
+    every batch's graph alive.
+
+    ## Known problems
+    Not reported: forward passes under `torch.no_grad()` / `torch.inference_mode()` /
+    `torch.set_grad_enabled(False)` (block, decorator with or without parentheses, or the
+    statement form) or a project wrapper whose name ends in `no_grad` / `inference_mode`
+    (`@smart_inference_mode()`); Lightning `validation_step` / `test_step` / `predict_step`;
+    functions whose every call in the same module is grad-disabled; regions that call
+    `backward()`, `torch.autograd.grad` or an optimizer step (fine-tuning with frozen batch
+    norm after `model.eval()`, saliency maps); models used only through methods such as
+    `.generate()` / `.encode()`; a single forward pass outside any loop (a dry run or
+    per-sample prediction: the caller's loop is invisible here). Evaluation helpers called
+    from a loop elsewhere and module-level scripts are not analysed.
+
+    Unit tests: in test files (under a `tests/` or `test/` directory, or named `test_*.py` /
+    `*_test.py` / `conftest.py`), a name that says "test" is a pytest test, not an evaluation
+    loop, so the name-based trigger ignores the word `test` there (tests often backpropagate
+    or check gradients on purpose). A `model.eval()` followed by a forward loop is still
+    reported inside tests.
+
+    ## Options
+    `eval-function-words` (in `[tool.torchlint]`): the words that make a function name
+    evaluation code, replacing the default list above, e.g.
+    `eval-function-words = ["evaluate", "validate", "score"]`.
+    """
+
+    CODE = "TL201"
+    NAME = "eval-without-no-grad"
+    MESSAGE = "`{call}` runs a forward pass in evaluation code with autograd enabled, keeping activations no backward pass will use"
+    FIX = "run the evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), or decorate `{function}` with `@torch.no_grad()`"
+    # A finding needs a forward pass: a module-like name or a class whose name says so.
+    TOKENS = ATTACHMENT_TOKENS + ("Encoder", "Decoder", "Classifier")
+    CLAIM = "the peak memory of the evaluation loop with autograd enabled is at least 1.5× that of the same loop under `torch.no_grad()`"
+
+    INVALID = [
+        """\
+def evaluate(model, loader):
+    model.eval()
+    correct = 0
+    for x, y in loader:
+        logits = model(x)  # expect: TL201
+        correct += (logits.argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+""",
+        """\
+def fit(model, optimizer, train_loader, val_loader, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        for x, y in val_loader:
+            val_loss = F.cross_entropy(model(x), y)  # expect: TL201
+""",
+        """\
+def predictBatches(net, batches):
+    return [net(b).softmax(-1) for b in batches]  # expect: TL201
+""",
+    ]
+    VALID = [
+        """\
+def evaluate(model, loader):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            logits = model(x)
+            correct += (logits.argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+""",
+        """\
+@torch.inference_mode
+def predict(model, loader):
+    return [model(x).argmax(1) for x in loader]
+""",
+        """\
+def finetune(model, optimizer, loader):
+    model.eval()  # freeze batch norm statistics, train the rest
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+""",
+        """\
+class LitModel(LightningModule):
+    def validation_step(self, batch, batch_idx):
+        for x in batch:
+            self.log("val", self.model(x).mean())
+""",
+        """\
+def generate_samples(model, prompts):
+    model.eval()
+    return [model.generate(p) for p in prompts]
+""",
+        """\
+def infer(model, loader):
+    torch.set_grad_enabled(False)
+    for x in loader:
+        yield model(x)
+""",
+    ]
+
+    def visit_FunctionDef(self, node, ctx: Context) -> None:
+        analysis = self.analysis
+        scope = analysis.scopes.get(id(node))
+        if scope is None or scope.grad is not GradMode.ENABLED:
+            return  # decorated with no_grad / inference_mode, or a Lightning eval hook
+        regions = self._eval_regions(node, scope, ctx)
+        if not regions:
+            return
+        found = self._first_forward(scope, regions)
+        if found is None:
+            return
+        if analysis.all_calls_grad_disabled(scope):
+            return  # every caller in this module already runs it under no_grad
+        stmt, call = found
+        self.report(
+            stmt,
+            self.MESSAGE.format(call=self.code(call, 50)),
+            self.FIX.format(function=node.name.value),
+        )
+
+    # ------------------------------------------------------------------ evaluation regions
+
+    def _eval_regions(self, node, scope, ctx: Context) -> list[tuple[int, float]]:
+        """(after, until) order ranges of the function's statements that are evaluation code."""
+        regions = []
+        if self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
+            regions.append((ctx.order, math.inf))
+        statements = scope.statements
+        for index, (stmt, stmt_ctx) in enumerate(statements):
+            receiver = _mode_switch(stmt, "eval")
+            if receiver is None:
+                continue
+            end = next(
+                (later_ctx.order for later, later_ctx in statements[index + 1:]
+                 if _mode_switch(later, "train") == receiver),
+                math.inf,
+            )
+            regions.append((stmt_ctx.order, end))
+        return regions
+
+    def _name_says_evaluation(self, name: str) -> bool:
+        words = {word.lower() for word in self.options.get("eval-function-words") or DEFAULT_EVAL_WORDS}
+        if "test" in words and _is_test_file(self.analysis.path):
+            words.discard("test")  # pytest tests, not evaluation loops
+        return any(word in words for word in name_words(name))
+
+    def _is_module_method(self, scope) -> bool:
+        """A method of an ``nn.Module`` subclass (``predict_masks``, ``_predict_once``) is a piece
+        of the model's forward computation whatever its name: its caller owns the grad mode."""
+        parent = scope.parent
+        return parent is not None and parent.kind == "class" and self.analysis.is_module_class(parent.node.name)
+
+    def _trains(self, scope, region) -> bool:
+        """Does any statement in the region (nested functions included, for optimizer closures)
+        backpropagate or step an optimizer?"""
+        after, until = region
+        for stmt, ctx in scope.statements:
+            if not after < ctx.order < until:
+                continue
+            if type(stmt) is cst.FunctionDef:
+                inner = self.analysis.scopes.get(id(stmt))
+                if inner is not None and self._trains(inner, (-1, math.inf)):
+                    return True
+                continue
+            if any(self._is_training_call(call, ctx) for call in self.analysis.calls_in(stmt)):
+                return True
+        return False
+
+    def _is_training_call(self, call, ctx: Context) -> bool:
+        analysis = self.analysis
+        func = call.func
+        name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+        if name in BACKWARD_FUNCTIONS or name == "optimizer_step":
+            return True
+        if name == "grad":
+            return analysis.qualified_name(func) == "torch.autograd.grad"
+        if name == "step" and type(func) is cst.Attribute:
+            # opt.step(closure) counts too: the closure backpropagates
+            return analysis.is_optimizer(func.value, ctx) or analysis.stepped_optimizer(call, ctx) is not None
+        return False
+
+    # ------------------------------------------------------------------ forward passes
+
+    def _first_forward(self, scope, regions):
+        """The first forward pass in a loop or comprehension, with grad enabled, inside a region
+        that does not train: (statement, call) or None."""
+        trains: dict[tuple, bool] = {}
+        for stmt, ctx in scope.statements:
+            if ctx.grad is not GradMode.ENABLED or type(stmt) is cst.FunctionDef:
+                continue
+            inside = [region for region in regions if region[0] < ctx.order < region[1]]
+            if not inside:
+                continue
+            calls = self.analysis.calls_in(stmt) if ctx.loops else _comprehension_calls(stmt, self.analysis)
+            call = next((call for call in calls if self._is_forward(call, ctx)), None)
+            if call is None:
+                continue
+            for region in inside:
+                if region not in trains:
+                    trains[region] = self._trains(scope, region)
+                if not trains[region]:
+                    return stmt, call
+        return None
+
+    def _is_forward(self, call, ctx: Context) -> bool:
+        target = call.func
+        if type(target) is cst.Attribute and target.attr.value == "forward":
+            target = target.value
+        name = dotted_name(target.value if type(target) is cst.Subscript else target)
+        if name is None or LOSS_NAME_RE.search(last_part(name)):
+            return False
+        return self.analysis.is_module(target, ctx) and not self._is_predicting_wrapper(name, ctx)
+
+    def _is_predicting_wrapper(self, key: str, ctx: Context) -> bool:
+        """Is ``key`` bound to an Ultralytics ``YOLO(...)``-style wrapper, whose call predicts
+        under ``inference_mode`` inside the library?"""
+        analysis = self.analysis
+        bindings = [analysis.lookup(key, ctx)]
+        if key.startswith("self.") and ctx.scope.class_scope is not None:
+            bindings += ctx.scope.class_scope.bindings.get(key, ())
+        for binding in bindings:
+            if binding is None or binding.kind != "assign" or type(binding.value) is not cst.Call:
+                continue
+            qualified = analysis.qualified_name(binding.value.func) or ""
+            if qualified.startswith("ultralytics") and last_part(qualified) in PREDICTING_WRAPPERS:
+                return True
+        return False
+
+
+def _mode_switch(stmt, mode: str) -> str | None:
+    """The receiver of ``model.eval()`` / ``model.train()`` (``train(False)`` is ``eval()``)
+    called by the statement, also as ``model = model.eval()`` or ``model.eval().to(device)``."""
+    if type(stmt) is cst.Expr:
+        value = stmt.value
+    elif type(stmt) in (cst.Assign, cst.AnnAssign):
+        value = stmt.value
+    else:
+        return None
+    while type(value) is cst.Call and type(value.func) is cst.Attribute:
+        method = value.func.attr.value
+        if method in ("eval", "train"):
+            flag = value.args[0].value if value.args else None
+            switched = "train" if method == "train" and not _is_false(flag) else "eval"
+            if method == "eval" and value.args:
+                switched = None  # not a module's eval()
+            if switched == mode:
+                return dotted_name(value.func.value) or "<expression>"
+        value = value.func.value
+    return None
+
+
+def _is_false(expr) -> bool:
+    return type(expr) is cst.Name and expr.value == "False"
+
+
+def _comprehension_calls(stmt, analysis) -> list:
+    """Calls evaluated once per element of a comprehension in the statement (the outermost
+    iterable, evaluated once, left out)."""
+    calls = []
+    for expr in analysis.own_expressions(stmt):
+        for node in iter_expression_nodes(expr):
+            if type(node).__name__ not in COMPREHENSIONS:
+                continue
+            skipped = {id(inner) for inner in iter_expression_nodes(node.for_in.iter)}
+            calls.extend(
+                inner for inner in iter_expression_nodes(node)
+                if type(inner) is cst.Call and id(inner) not in skipped
+            )
+    return calls
+
+
+def _is_test_file(path: str) -> bool:
+    parts = re.split(r"[\\/]", path)
+    filename = parts[-1]
+    return (
+        any(part in ("tests", "test", "testing") for part in parts[:-1])
+        or filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py"
+    )
