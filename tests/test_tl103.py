@@ -153,3 +153,32 @@ def test_fresh_state_under_a_condition_without_backward_does_not_reset():
             F.mse_loss(head(h), y).backward()
         """)
     assert finding.line == 5
+
+
+def test_loop_target_is_a_fresh_state_every_iteration():
+    assert findings("""\
+        for x, hidden in pairs:
+            logits, hidden = model(x, hidden)
+            criterion(logits, hidden).backward()
+        """) == []
+
+
+def test_fresh_value_earlier_in_the_feeds_own_branch_resets_it():
+    # same branch: whenever the feed runs it reads this iteration's value
+    assert findings("""\
+        for x, y in stream:
+            if flag:
+                h = encoder(x)
+                h = cell(y, h)
+                F.mse_loss(head(h), y).backward()
+        """) == []
+    # the other branch of the same `if`: on `else` iterations the old state is fed back
+    [finding] = findings("""\
+        for x, y in stream:
+            if flag:
+                h = encoder(x)
+            else:
+                h = cell(y, h)
+            F.mse_loss(head(h), y).backward()
+        """)
+    assert finding.line == 5

@@ -253,10 +253,12 @@ for x, y in stream:
         """Does ``key`` enter the loop from outside and reach the next iteration undetached?"""
         analysis = self.analysis
         bindings = loop.scope.bindings.get(key, ())
+        if any(b.kind == "for" and b.stmt is loop.node for b in bindings):
+            return False  # the loop's own target: a new value on every iteration
         inside = [b for b in bindings if loop.contains(b.ctx.order) and b.stmt is not feed]
         if not (inside or any(b.ctx.order < loop.start for b in bindings) or self._bound_outside(key, loop.scope)):
             return False  # never bound before the feed reads it: not a state this code carries
-        if any(self._cuts_history(binding, key, targets, loop) for binding in inside):
+        if any(self._cuts_history(binding, key, targets, loop, feed, ctx) for binding in inside):
             return False
         for stmt, stmt_ctx in analysis.statements_in_loop(loop):
             for call in analysis.calls_in(stmt):
@@ -282,9 +284,9 @@ for x, y in stream:
             outer = outer.parent
         return False
 
-    def _cuts_history(self, binding, key: str, targets: set[str], loop: Loop | None) -> bool:
+    def _cuts_history(self, binding, key: str, targets: set[str], loop: Loop, feed, feed_ctx: Context) -> bool:
         """Does this re-binding of the state detach it (anywhere) or start it afresh (on every
-        iteration, or together with a ``backward()``)?"""
+        iteration, before the feed in the feed's own branch, or together with a ``backward()``)?"""
         if binding.kind != "assign":
             return binding.kind in ("for", "with")
         value = binding.value
@@ -296,8 +298,11 @@ for x, y in stream:
         guard = binding.ctx.guard
         if guard is None:
             return True  # re-initialised on every pass
+        if (guard is feed_ctx.guard and binding.ctx.order < feed_ctx.order
+                and binding.ctx.loops == feed_ctx.loops and _same_branch(guard, binding.stmt, feed)):
+            return True  # `if flag: s = sim(a, b); s = mask(g, s)`: fresh whenever the feed runs
         # `if done: loss.backward(); h = init()` restarts together with the backward it needs
-        return loop is not None and any(
+        return any(
             stmt_ctx.guard is guard and any(_call_name(c) in BACKWARD_FUNCTIONS for c in self.analysis.calls_in(stmt))
             for stmt, stmt_ctx in self.analysis.statements_in_loop(loop)
         )
@@ -569,6 +574,15 @@ for x, y in stream:
             if binding.kind == "def":
                 return self.analysis.scopes.get(id(binding.value))
         return None
+
+
+def _same_branch(guard, stmt, feed) -> bool:
+    """Are ``stmt`` and the feed in the same branch of ``guard`` (an ``if`` and its ``else``
+    share the guard node; a handler or a ``case`` is a branch of its own)?"""
+    if type(guard) is not cst.If:
+        return True
+    in_body = {id(node) for node in iter_expression_nodes(guard.body)}
+    return (id(stmt) in in_body) == (id(feed) in in_body)
 
 
 def _feeding_call(value):
