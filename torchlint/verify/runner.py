@@ -31,11 +31,13 @@ class ProbeRequest:
 def _child(request: ProbeRequest, sender) -> None:
     from torchlint.verify.probe import measure
 
+    started = time.process_time()
     try:
         result = measure(request.path, request.function, request.step_counts, request.device, request.timing,
                          request.timing_steps)
     except BaseException as error:  # report, never hang the parent
         result = {"error": {"type": type(error).__name__, "message": str(error)[:500]}}
+    result["probe_cpu_s"] = round(time.process_time() - started, 3)
     sender.send(result)
     sender.close()
 
@@ -69,7 +71,7 @@ def _context():
     if "forkserver" not in methods:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torchlint.verify.probe"])  # imports torch once
+    context.set_forkserver_preload(["torchlint.verify.preload"])  # imports torch once, freezes it
     return context
 
 
