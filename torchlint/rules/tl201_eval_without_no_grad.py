@@ -5,7 +5,7 @@ import re
 
 from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, dotted_name, iter_expression_nodes,
-    last_part, name_words,
+    last_part, name_words, strip_pass_through,
 )
 from torchlint.lazy import cst
 from torchlint.rule import Rule
@@ -14,6 +14,7 @@ DEFAULT_EVAL_WORDS = ("evaluate", "validate", "validation", "test", "predict", "
 # Calling a loss on outputs builds no graph of its own worth reporting: the model call does.
 LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 COMPREHENSIONS = ("ListComp", "SetComp", "GeneratorExp", "DictComp")
+DATA_WORDS = frozenset({"data", "dataset", "datasets", "buffer", "stream", "loader", "exps", "experience"})
 # Ultralytics model wrappers: calling one runs `predict()`, which disables grad itself.
 PREDICTING_WRAPPERS = frozenset({"YOLO", "YOLOWorld", "YOLOE", "RTDETR", "SAM", "FastSAM", "NAS", "Model"})
 
@@ -162,22 +163,35 @@ def infer(model, loader):
     # ------------------------------------------------------------------ evaluation regions
 
     def _eval_regions(self, node, scope, ctx: Context) -> list[tuple[int, float]]:
-        """(after, until) order ranges of the function's statements that are evaluation code."""
+        """(after, until) order ranges of the function's statements that are evaluation code:
+        from ``model.eval()`` to that model's ``.train()``, and for a function named like
+        evaluation, from its start to the first ``.train()``."""
+        switches = []  # (order, "eval" / "train", receiver key)
+        for stmt, stmt_ctx in scope.statements:
+            for mode in ("eval", "train"):
+                receiver = _mode_switch(stmt, mode)
+                if receiver is not None and not self._not_a_model(receiver, stmt_ctx):
+                    switches.append((stmt_ctx.order, mode, dotted_name(receiver)))
         regions = []
         if self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
-            regions.append((ctx.order, math.inf))
-        statements = scope.statements
-        for index, (stmt, stmt_ctx) in enumerate(statements):
-            receiver = _mode_switch(stmt, "eval")
-            if receiver is None:
-                continue
-            end = next(
-                (later_ctx.order for later, later_ctx in statements[index + 1:]
-                 if _mode_switch(later, "train") == receiver),
-                math.inf,
-            )
-            regions.append((stmt_ctx.order, end))
+            regions.append((ctx.order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
+        for index, (start, mode, key) in enumerate(switches):
+            if mode == "eval":
+                end = next(
+                    (order for order, later, later_key in switches[index + 1:]
+                     if later == "train" and key is not None and later_key == key),
+                    math.inf,
+                )
+                regions.append((start, end))
         return regions
+
+    def _not_a_model(self, receiver, ctx: Context) -> bool:
+        """``dataset.eval()`` (Avalanche's transform groups) and ``optimizer.eval()`` (schedule-free
+        optimizers) switch modes of things that are not models."""
+        key = dotted_name(receiver)
+        if key is not None and DATA_WORDS.intersection(name_words(last_part(key))):
+            return True
+        return self.analysis.is_optimizer(receiver, ctx)
 
     def _name_says_evaluation(self, name: str) -> bool:
         words = {word.lower() for word in self.options.get("eval-function-words") or DEFAULT_EVAL_WORDS}
@@ -268,7 +282,7 @@ def infer(model, loader):
         return False
 
 
-def _mode_switch(stmt, mode: str) -> str | None:
+def _mode_switch(stmt, mode: str):
     """The receiver of ``model.eval()`` / ``model.train()`` (``train(False)`` is ``eval()``)
     called by the statement, also as ``model = model.eval()`` or ``model.eval().to(device)``."""
     if type(stmt) is cst.Expr:
@@ -285,7 +299,7 @@ def _mode_switch(stmt, mode: str) -> str | None:
             if method == "eval" and value.args:
                 switched = None  # not a module's eval()
             if switched == mode:
-                return dotted_name(value.func.value) or "<expression>"
+                return strip_pass_through(value.func.value)
         value = value.func.value
     return None
 
