@@ -111,6 +111,8 @@ class Cache:
         """Write the index atomically; a cache that cannot be written is silently skipped."""
         if not self.changed:
             return
+        # Forget deleted files, so the index does not grow forever.
+        self.entries = {path: entry for path, entry in self.entries.items() if os.path.exists(path)}
         try:
             self._prepare_directory()
             handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".index-", suffix=".tmp")
