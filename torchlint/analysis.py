@@ -834,6 +834,22 @@ class Analysis:
             scope._memo["backprop"] = self._sources_closure(self.backward_roots(scope), scope)
         return scope._memo["backprop"]
 
+    def in_eval_branch(self, stmt, ctx: Context) -> bool:
+        """Is ``stmt`` on the evaluation side of its innermost ``if`` on a module's ``training``
+        flag (the body of ``if not self.training:``, the else of ``if self.training:``)?"""
+        guard = ctx.guard
+        if type(guard) is not cst.If:
+            return False
+        negated = training_test(guard.test)
+        if negated is None:
+            return False
+        body = guard.body.body
+        in_body = any(
+            line is stmt or (type(line) is cst.SimpleStatementLine and any(small is stmt for small in line.body))
+            for line in body
+        )
+        return in_body == negated
+
     def returned_keys(self, scope: Scope) -> frozenset[str]:
         """Names whose undetached value reaches a return or yield of the function, directly
         (``return feats``) or through other bindings (``out = torch.cat(feats); return out``)."""
@@ -1511,6 +1527,26 @@ class Analysis:
         if type(node) in (cst.FunctionDef, cst.ClassDef):
             return []
         return [item for item in iter_expression_nodes(node) if type(item) is cst.Call]
+
+
+def training_test(test) -> bool | None:
+    """For a test on a module's ``training`` flag: False for ``x.training``, True for
+    ``not x.training``; None for any other test."""
+    negated = type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
+    flag = test.expression if negated else test
+    if type(flag) is cst.Attribute and flag.attr.value == "training":
+        return negated
+    return None
+
+
+def eval_side(expr):
+    """The evaluation-mode operand of ``a if self.training else b`` (``b``), else None."""
+    if type(expr) is not cst.IfExp:
+        return None
+    negated = training_test(expr.test)
+    if negated is None:
+        return None
+    return expr.body if negated else expr.orelse
 
 
 def is_inplace_method(name: str) -> bool:

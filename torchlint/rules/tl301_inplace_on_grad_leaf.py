@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context
+from torchlint.analysis import Context, GradMode
 from torchlint.rule import Rule
 
 
@@ -112,10 +112,10 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
 
     def _check(self, node, ctx: Context) -> None:
         analysis = self.analysis
-        if not analysis.grad_enabled(ctx):
+        if ctx.grad is not GradMode.ENABLED:
             return  # under no_grad the update is exactly what one should write
-        for operand in analysis.mutated_operands(node):
-            if analysis.is_grad_leaf(operand, ctx):
-                self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), leaf=self.code(operand, 40)),
-                            self.FIX.format(leaf=self.code(operand, 40)))
-                return
+        leaf = next((operand for operand in analysis.mutated_operands(node) if analysis.is_grad_leaf(operand, ctx)), None)
+        if leaf is None or not analysis.grad_enabled(ctx):
+            return  # grad_enabled last: it looks at every caller of the function
+        self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), leaf=self.code(leaf, 40)),
+                    self.FIX.format(leaf=self.code(leaf, 40)))

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from torchlint.analysis import Binding, Context, call_arguments, dotted_name, keyword_argument, last_part, strip_views
+from torchlint.analysis import (
+    Binding, Context, call_arguments, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
+    strip_views,
+)
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -130,9 +133,16 @@ for x, y in loader:
         self._check(node, ctx)
 
     def _check(self, node, ctx: Context) -> None:
-        if ctx.scope.kind != "function" and ctx.scope.kind != "module":
+        if ctx.scope.kind == "class":
             return  # class bodies run no tensor code worth checking
-        for operand in self.analysis.mutated_operands(node):
+        operands = self.analysis.mutated_operands(node)
+        if not operands or self.analysis.in_eval_branch(node, ctx):
+            return  # an in-place shortcut taken only in eval mode, where nobody backpropagates
+        evaluation = eval_side(getattr(node, "value", None))
+        if evaluation is not None:  # y = y.log1p() if self.training else y.log1p_()
+            inside = {id(each) for each in iter_expression_nodes(evaluation)}
+            operands = [operand for operand in operands if id(operand) not in inside]
+        for operand in operands:
             base = strip_views(operand, through_detach=True)
             key = dotted_name(base) if base is not None else None
             if key is None:
