@@ -28,7 +28,7 @@ class MissingZeroGrad(Rule):
     (at the start, at the end of the iteration, under `if (i + 1) % k == 0:`, in a nested
     loop over the parameters or optimizers) counts. Only a `zero_grad()` of another optimizer
     that is known to be a different object (`opt_d.zero_grad()` when stepping `opt_g`, both
-    built in the function) does not. Not seen: `backward()` or `step()` inside a helper called
+    built in the function) does not. Out of scope: `backward()` or `step()` inside a helper called
     from the loop, and clearing inside a helper whose name does not say so. Optimizers are
     recognised by name (`optimizer`, `opt_g`, `self.actor.optimizer`) or construction
     (`torch.optim.*`, `*Optimizer(...)`), so `scheduler.step()`, `env.step(action)` and
