@@ -39,5 +39,6 @@ CLAIMS = [
             grows_linearly_vs_flat("graph_nodes", min_per_step=8),
             allocations_grow_quadratically(1.3),
         ),
+        step_counts=(2, 4, 8),  # curvature needs two intervals, whatever --steps is
     ),
 ]

@@ -35,23 +35,27 @@ def _gradients_accumulate(bad: Measured, good: Measured) -> Outcome:
     )
 
 
-GROWTH = 1.5  # bad's gradient norm at the last step over its first step's (measured 2.5-4.7x at 4-8 steps)
+GROWTH = 1.5  # bad's gradient norm over good's at the same step, at its largest (measured 2.5-26x)
 
 
 def _gradient_norm_grows(bad: Measured, good: Measured) -> Outcome:
+    """Step by step against the good program (same seed, same data): accumulation makes bad's
+    gradient norm at least GROWTH × good's at some step, while good's own norm does not grow.
+    (Comparing step to step, not last to first, also covers loops that clear once per epoch.)"""
     bad.expect_clean()
     good.expect_clean()
     bad_norm, good_norm = bad.figure("grad_norm"), good.figure("grad_norm")
     if not (isinstance(bad_norm, list) and isinstance(good_norm, list)):
         return Outcome(False, "no figures", "no figures", "fixtures must record grad_norm once per step")
-    bad_growth, good_growth = bad_norm[-1] / bad_norm[0], good_norm[-1] / good_norm[0]
+    ratio = max(b / g for b, g in zip(bad_norm, good_norm) if g > 0)
+    good_growth = good_norm[-1] / good_norm[0]
     bad_slope, good_slope = bad.slope("live_bytes"), good.slope("live_bytes")
-    holds = bad_growth >= GROWTH and good_growth < GROWTH and bad_slope == 0 and good_slope == 0
+    holds = ratio >= GROWTH and good_growth < GROWTH and bad_slope == 0 and good_slope == 0
     return Outcome(
-        holds, f"|g| x{bad_growth:.1f} over {len(bad_norm)} steps, {per_step_bytes(bad_slope)}",
-        f"|g| x{good_growth:.1f}, {per_step_bytes(good_slope)}",
-        f"gradient norm last/first step: bad {bad_growth:.2f} (need >= {GROWTH}), good {good_growth:.2f} "
-        f"(need < {GROWTH}); live memory flat in both",
+        holds, f"|g| up to {ratio:.1f}x good's in {len(bad_norm)} steps, {per_step_bytes(bad_slope)}",
+        f"|g| x{good_growth:.1f} over the run, {per_step_bytes(good_slope)}",
+        f"largest bad/good gradient-norm ratio at the same step {ratio:.2f} (need >= {GROWTH}); good's norm "
+        f"last/first {good_growth:.2f} (need < {GROWTH}); live memory flat in both",
     )
 
 
