@@ -77,9 +77,12 @@ MODULE_PASS_THROUGH_METHODS = frozenset({
     "requires_grad_", "to_empty", "share_memory",
 })
 BACKWARD_FUNCTIONS = frozenset({"backward", "manual_backward"})
-# A loop header with these words goes over batches or steps: ``for batch in loader``,
-# ``for step in range(max_steps)``, ``while it < n_iters``.
-STEP_HEADER_RE = re.compile(r"batch|loader|step|iteration|(?:^|_)iters?(?:$|_)", re.I)
+# A loop goes over batches or steps when what it binds (or a while loop's test) is named like
+# one (``for batch in ...``, ``for step in ...``, ``while step < ...``) or what it iterates is a
+# loader or a collection of them (``for x, y in train_loader``, ``range(num_steps)``). Iterating
+# *a* batch (``for key in batch``) goes over its items.
+STEP_TARGET_RE = re.compile(r"batch|step|iteration|(?:^|_)iters?(?:$|_)", re.I)
+STEP_SOURCE_RE = re.compile(r"loader|batches|steps|iterations|(?:^|_)iters(?:$|_)", re.I)
 CONTAINER_WRITES = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "setdefault"})
 # Tensor methods named like in-place ops that change no values (or only metadata autograd allows).
 NON_MUTATING_INPLACE_METHODS = frozenset({"requires_grad_", "share_memory_", "detach_", "rename_"})
@@ -762,14 +765,13 @@ class Analysis:
             if any(self._makes_step(call, ctx) for call in self.calls_in(stmt)):
                 own_work = True
                 break
-        header = {
-            part for expr in self.own_expressions(loop.node) for key in mentioned_keys(expr)
-            for part in key.split(".")
-        }
-        result = own_work or (
-            any(STEP_HEADER_RE.search(part) for part in header)
-            and not any(self.is_step_loop(inner) for inner in nested)
-        )
+        node = loop.node
+        if type(node) is cst.For:
+            header = (_names_match(STEP_TARGET_RE, node.target) or _names_match(STEP_SOURCE_RE, node.iter)
+                      or _is_batch_stride(node.iter))
+        else:
+            header = _names_match(STEP_TARGET_RE, node.test)
+        result = own_work or (header and not any(self.is_step_loop(inner) for inner in nested))
         loop._memo["step"] = result
         return result
 
@@ -1668,6 +1670,22 @@ def _del_targets(stmt) -> list:
     if type(target) in (cst.Tuple, cst.List):
         return [element for element in target.elements]
     return [cst.Element(value=target)]
+
+
+_BATCH_RE = re.compile("batch", re.I)
+
+
+def _is_batch_stride(expr) -> bool:
+    """``range(start, stop, batch_size)``: a loop over batches sliced by hand."""
+    return (
+        type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "range"
+        and len(expr.args) == 3 and _names_match(_BATCH_RE, expr.args[2].value)
+    )
+
+
+def _names_match(pattern: re.Pattern, expr) -> bool:
+    """Does a name or attribute part the expression mentions match (``self._batch_size``)?"""
+    return any(pattern.search(part) for key in mentioned_keys(expr) for part in key.split("."))
 
 
 def _call_name(call) -> str | None:

@@ -23,15 +23,18 @@ class EmptyCacheInLoop(Rule):
     or in the handler of an out-of-memory error.
 
     ## Known problems
-    Only calls in the loop's own body count: a helper that calls `empty_cache()` and is
-    itself called in a loop is not followed, nor are wrapper objects
-    (`accelerator.empty_cache()`, `get_device_module().empty_cache()`). A loop whose
-    iteration ends in an unconditional `break` / `return` / `raise` (a one-shot loop, or a
-    retry loop whose `try:` body breaks out on success) is not a repeated loop. A call in an
-    outer loop (per epoch, per evaluated model) runs once per inner loop and is fine. Loops
-    that go over things rather than steps (checkpoint shards, models to unload, devices,
-    profiled operations) are reported like any other loop when they do no work of their own
-    besides the call; see the corpus triage for how rare that is.
+    Only loops that make steps count: the loop's own body (not a loop nested in it)
+    runs a forward pass, `backward()` or an optimizer step, or its header goes over batches
+    or steps (`for batch in loader`, `for step in range(n)`, `while step < max_steps`).
+    A call in an outer loop (once per epoch, per checkpoint shard, per profiled operation)
+    runs once per whole inner loop and is not reported, nor is one in a loop over models to
+    load and unload, devices or files, where handing the previous item's memory back is the
+    point. The price: a bare benchmark loop (`for i in range(n): y = x @ x` followed by the
+    call) is missed. A loop whose iteration ends in an unconditional `break` / `return` /
+    `raise` (a one-shot loop, or a retry loop whose `try:` body breaks out on success) does
+    not repeat. Calls are not followed: a helper that flushes the cache and is called in a
+    loop is not reported, nor are wrapper objects (`accelerator.empty_cache()`,
+    `get_device_module().empty_cache()`).
     """
 
     CODE = "TL401"

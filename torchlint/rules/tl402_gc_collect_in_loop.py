@@ -20,11 +20,15 @@ class GcCollectInLoop(Rule):
     cycles. Collect once per epoch or every N steps, or after deleting a large object graph.
 
     ## Known problems
-    Only calls in the loop's own body count: a helper that collects and is itself called in
-    a loop is not followed. `gc.collect(0)` and `gc.collect(1)` (young generations only,
-    cheap) are not reported. A loop whose iteration ends in an unconditional `break` /
-    `return` / `raise` (a one-shot or retry loop) is not a repeated loop. A call in an outer
-    loop (per epoch) runs once per inner loop and is fine.
+    Only loops that make steps count: the loop's own body (not a loop nested in it)
+    runs a forward pass, `backward()` or an optimizer step, or its header goes over batches
+    or steps (`for batch in loader`, `for step in range(n)`, `while step < max_steps`).
+    A collection in an outer loop (once per epoch, per checkpoint shard, per episode) runs
+    once per whole inner loop and is not reported, nor is one in a loop over models to build
+    and drop, where freeing the previous model is the point. `gc.collect(0)` and
+    `gc.collect(1)` (young generations only, cheap) are not reported. A loop whose iteration
+    ends in an unconditional `break` / `return` / `raise` does not repeat. Calls are not
+    followed: a helper that collects and is called in a loop is not reported.
     """
 
     CODE = "TL402"
@@ -32,7 +36,8 @@ class GcCollectInLoop(Rule):
     MESSAGE = "`{call}` runs a full garbage collection on every iteration of the loop"
     FIX = "collect once per epoch or every N steps (`if step % N == 0:`), or once after the loop"
     TOKENS = ("collect",)
-    CLAIM = "the bad loop takes longer per step than the fixed one by at least the cost of one full collection of the program's objects"
+    CLAIM = ("the bad loop takes longer per step than the fixed one by at least the cost of one full "
+             "collection of the program's objects")
 
     INVALID = [
         """\
