@@ -90,6 +90,11 @@ def test_json_records_carry_the_figures_for_bad_and_good(cpu_run):
                 assert len(figures[key]) == len(steps), (record["code"], side, key)
                 assert all(isinstance(value, int) and value >= 0 for value in figures[key])
             assert "exception" in figures and "time_per_step_s" in figures and figures["summary"]
+    raised = [r["bad"]["exception"] for r in records
+              if r["code"] in ("TL103", "TL301", "TL302") and r["bad"]["exception"]]
+    assert raised and all(exception["type"] == "RuntimeError" and exception["message"] for exception in raised)
+    timed = [r for r in records if r["code"] in ("TL402", "NR2")]
+    assert timed and all(r["bad"]["time_per_step_s"] > 0 and r["good"]["time_per_step_s"] > 0 for r in timed)
 
 
 # ------------------------------------------------------------------ probe and runner on tiny programs

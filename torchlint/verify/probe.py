@@ -116,7 +116,11 @@ def measure_memory(session: Session, steps: int, preexisting: list, curve: bool)
     started = [time.process_time(), time.perf_counter()]
 
     def read(collect: bool) -> dict[str, int]:
-        return meter.read() if meter is not None else tracker.snapshot(collect=collect)
+        if meter is None:
+            return tracker.snapshot(collect=collect)
+        if collect:
+            gc.collect()  # cycles would otherwise hold device memory past the reading
+        return meter.read()
 
     def hook() -> None:
         if curve:
