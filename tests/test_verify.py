@@ -30,9 +30,9 @@ sys.meta_path.insert(0, Block())
 """
 
 
-def run_blocked(module: str, args: list[str]) -> subprocess.CompletedProcess:
+def run_blocked(module: str, args: list[str], entry: str = "torchlint.verify.cli") -> subprocess.CompletedProcess:
     code = BLOCK_IMPORT.format(name=module) + (
-        "from torchlint.verify.cli import main\n"
+        f"from {entry} import main\n"
         f"raise SystemExit(main({args!r}))\n"
     )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
@@ -202,8 +202,10 @@ def test_usage_errors_exit_2(capsys, args):
     assert "error" in capsys.readouterr().err
 
 
-def test_without_torch_one_line_and_exit_2():
-    result = run_blocked("torch", ["--device", "cpu"])
+@pytest.mark.parametrize("entry, args", [("torchlint.verify.cli", ["--device", "cpu"]),
+                                         ("torchlint.cli", ["verify", "TL101"])])
+def test_without_torch_one_line_and_exit_2(entry, args):
+    result = run_blocked("torch", args, entry)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and HINT in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
