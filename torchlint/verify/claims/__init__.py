@@ -80,7 +80,8 @@ class Measured:
     def series(self, key: str) -> list[float]:
         return [run.get(key, 0) for run in self.runs]
 
-    def at_most_steps(self, key: str) -> float:
+    def last(self, key: str) -> float:
+        """The figure of the run with the most steps."""
         return self.runs[-1].get(key, 0)
 
     def increments(self, key: str) -> list[float]:
@@ -234,7 +235,7 @@ def good_retains_no_graph(bad: Measured, good: Measured) -> Outcome:
     """What the good program keeps holds no autograd node at any step count."""
     good.expect_clean()
     nodes = good.series("graph_nodes")
-    return Outcome(max(nodes) == 0, f"{bad.at_most_steps('graph_nodes'):g} nodes kept",
+    return Outcome(max(nodes) == 0, f"{bad.last('graph_nodes'):g} nodes kept",
                    f"{max(nodes):g} nodes kept", f"good keeps {max(nodes)} graph nodes (need 0)")
 
 

@@ -8,7 +8,7 @@ MIN_PEAK_RATIO = 1.5  # measured 1.98x (3x Linear(256, 256), batch 512)
 def _peak_higher(bad: Measured, good: Measured) -> Outcome:
     bad.expect_clean()
     good.expect_clean()
-    bad_peak, good_peak = bad.at_most_steps("peak_bytes"), good.at_most_steps("peak_bytes")
+    bad_peak, good_peak = bad.last("peak_bytes"), good.last("peak_bytes")
     ratio = bad_peak / good_peak if good_peak else float("inf")
     flat = bad.slope("live_bytes") == 0 and good.slope("live_bytes") == 0
     return Outcome(

@@ -9,12 +9,12 @@ PEAK_SHARE = 0.5  # bad's peak over good's, as a share of one buffer (measured 0
 def _buffer_allocated_every_step(bad: Measured, good: Measured) -> Outcome:
     bad.expect_clean()
     good.expect_clean()
-    buffer = bad.at_most_steps("largest_allocation_bytes")
-    if buffer != good.at_most_steps("largest_allocation_bytes"):
-        return Outcome(False, human_bytes(buffer), human_bytes(good.at_most_steps("largest_allocation_bytes")),
+    buffer = bad.last("largest_allocation_bytes")
+    if buffer != good.last("largest_allocation_bytes"):
+        return Outcome(False, human_bytes(buffer), human_bytes(good.last("largest_allocation_bytes")),
                        "bad and good must share their largest buffer size")
     bad_counts, good_counts = bad.series("largest_allocation_count"), good.series("largest_allocation_count")
-    extra_peak = bad.at_most_steps("peak_bytes") - good.at_most_steps("peak_bytes")
+    extra_peak = bad.last("peak_bytes") - good.last("peak_bytes")
     holds = bad_counts == bad.steps and set(good_counts) == {1} and extra_peak >= PEAK_SHARE * buffer
     return Outcome(
         holds,
@@ -32,7 +32,7 @@ def _cuda_allocation_every_step(bad: Measured, good: Measured) -> Outcome:
     bad.expect_clean()
     good.expect_clean()
     extra = bad.slope("allocations") - good.slope("allocations")
-    extra_peak = bad.at_most_steps("peak_bytes") - good.at_most_steps("peak_bytes")
+    extra_peak = bad.last("peak_bytes") - good.last("peak_bytes")
     return Outcome(extra >= 1 and extra_peak > 0, f"{bad.slope('allocations'):+g} allocations/step",
                    f"{good.slope('allocations'):+g} allocations/step",
                    f"bad: {extra:g} more allocations per step (need >= 1), peak {human_bytes(extra_peak)} higher")

@@ -41,4 +41,12 @@ CLAIMS = [
         good=Program("TL502/good_zero_grad_placements.py"),
         check=_parameters_never_change,
     ),
+    Claim(
+        code="TL502",
+        claim="in a gradient-accumulation branch, zero_grad() before step() means no update ever happens",
+        metric="param_delta",
+        bad=Program("TL502/bad_accumulation_branch.py"),
+        good=Program("TL502/good_zero_grad_placements.py"),
+        check=_parameters_never_change,
+    ),
 ]
