@@ -93,3 +93,13 @@ def test_train_false_starts_and_train_ends_the_region():
             model(x).sum()
     """
     assert lines(source) == [4]
+
+
+def test_scaled_backward_makes_the_region_training():
+    source = """\
+    def finetune(model, loader, optimizer, scaler):
+        model.eval()
+        for x in loader:
+            scaler.scale(model(x).sum()).backward()
+    """
+    assert lines(source) == []

@@ -46,15 +46,20 @@ class EvalWithoutNoGrad(Rule):
     functions whose every call in the same module is grad-disabled; regions that call
     `backward()`, `torch.autograd.grad` or an optimizer step (fine-tuning with frozen batch
     norm after `model.eval()`, saliency maps); models used only through methods such as
-    `.generate()` / `.encode()`; a single forward pass outside any loop (a dry run or
-    per-sample prediction: the caller's loop is invisible here). Evaluation helpers called
-    from a loop elsewhere and module-level scripts are not analysed.
+    `.generate()` / `.encode()`, and Ultralytics `YOLO(...)` wrappers, whose call predicts
+    under `inference_mode`; a single forward pass outside any loop (a dry run or per-sample
+    prediction: the caller's loop is invisible here). A function named like evaluation stops
+    being evaluation code at its first `.train()`. Methods of `nn.Module` subclasses are not
+    evaluation code by name (`predict_masks` is part of the model's forward; its caller owns
+    the grad mode), and `.eval()` on a dataset or buffer (Avalanche's transform groups) or an
+    optimizer (schedule-free optimizers) starts no region. Evaluation helpers called from a
+    loop elsewhere and module-level scripts are not analysed.
 
     Unit tests: in test files (under a `tests/` or `test/` directory, or named `test_*.py` /
     `*_test.py` / `conftest.py`), a name that says "test" is a pytest test, not an evaluation
-    loop, so the name-based trigger ignores the word `test` there (tests often backpropagate
-    or check gradients on purpose). A `model.eval()` followed by a forward loop is still
-    reported inside tests.
+    loop, so the name-based trigger ignores the word `test` there (on the corpus every such
+    finding was a test checking outputs or masks). A `model.eval()` followed by a forward loop
+    with grad enabled is still reported inside tests.
 
     ## Options
     `eval-function-words` (in `[tool.torchlint]`): the words that make a function name
@@ -168,10 +173,9 @@ def infer(model, loader):
         evaluation, from its start to the first ``.train()``."""
         switches = []  # (order, "eval" / "train", receiver key)
         for stmt, stmt_ctx in scope.statements:
-            for mode in ("eval", "train"):
-                receiver = _mode_switch(stmt, mode)
-                if receiver is not None and not self._not_a_model(receiver, stmt_ctx):
-                    switches.append((stmt_ctx.order, mode, dotted_name(receiver)))
+            switch = _mode_switch(stmt)
+            if switch is not None and not self._not_a_model(switch[1], stmt_ctx):
+                switches.append((stmt_ctx.order, switch[0], dotted_name(switch[1])))
         regions = []
         if self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
             regions.append((ctx.order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
@@ -224,7 +228,7 @@ def infer(model, loader):
     def _is_training_call(self, call, ctx: Context) -> bool:
         analysis = self.analysis
         func = call.func
-        name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+        name = _called_name(call)
         if name in BACKWARD_FUNCTIONS or name == "optimizer_step":
             return True
         if name == "grad":
@@ -282,30 +286,31 @@ def infer(model, loader):
         return False
 
 
-def _mode_switch(stmt, mode: str):
-    """The receiver of ``model.eval()`` / ``model.train()`` (``train(False)`` is ``eval()``)
-    called by the statement, also as ``model = model.eval()`` or ``model.eval().to(device)``."""
-    if type(stmt) is cst.Expr:
-        value = stmt.value
-    elif type(stmt) in (cst.Assign, cst.AnnAssign):
-        value = stmt.value
-    else:
+def _mode_switch(stmt):
+    """("eval" or "train", receiver) for a statement that calls ``model.eval()`` /
+    ``model.train()`` (``train(False)`` is ``eval()``), also as ``model = model.eval()`` or
+    ``model.eval().to(device)``; None for any other statement."""
+    if type(stmt) not in (cst.Expr, cst.Assign, cst.AnnAssign):
         return None
+    value = stmt.value
     while type(value) is cst.Call and type(value.func) is cst.Attribute:
         method = value.func.attr.value
-        if method in ("eval", "train"):
+        receiver = strip_pass_through(value.func.value)
+        if method == "train":
             flag = value.args[0].value if value.args else None
-            switched = "train" if method == "train" and not _is_false(flag) else "eval"
-            if method == "eval" and value.args:
-                switched = None  # not a module's eval()
-            if switched == mode:
-                return strip_pass_through(value.func.value)
+            return ("eval" if type(flag) is cst.Name and flag.value == "False" else "train"), receiver
+        if method == "eval" and not value.args:  # eval(...) with arguments is not a module's
+            return "eval", receiver
         value = value.func.value
     return None
 
 
-def _is_false(expr) -> bool:
-    return type(expr) is cst.Name and expr.value == "False"
+def _called_name(call) -> str | None:
+    """``backward`` for ``scaler.scale(loss).backward()``, ``f`` for ``f(x)``."""
+    func = call.func
+    if type(func) is cst.Attribute:
+        return func.attr.value
+    return func.value if type(func) is cst.Name else None
 
 
 def _comprehension_calls(stmt, analysis) -> list:
@@ -328,6 +333,6 @@ def _is_test_file(path: str) -> bool:
     parts = re.split(r"[\\/]", path)
     filename = parts[-1]
     return (
-        any(part in ("tests", "test", "testing") for part in parts[:-1])
+        any(part in ("tests", "test") for part in parts[:-1])
         or filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py"
     )
