@@ -430,6 +430,7 @@ def test_stdin_filename(cli, tmp_path):
     ignored = cli("--stdin-filename", "tests/test_model.py", "-", stdin="print(1)\n")
     assert ignored.code == 0
     assert cli("-", "a.py").code == 2
+    assert cli("--files-from", "-", "-", stdin="a.py\n").code == 2
 
 
 # --- cache ---------------------------------------------------------------------------------------

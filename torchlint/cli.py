@@ -145,8 +145,8 @@ def _lint(argv: list[str]) -> int:
     from_stdin = paths == ["-"] or (not paths and args.stdin_filename is not None and not args.files_from)
     if "-" in paths and not from_stdin:
         raise UsageError("`-` (source from stdin) must be the only path")
-    if from_stdin and args.files_from == "-":
-        raise UsageError("stdin cannot hold both the source (`-`) and the file list (--files-from -)")
+    if from_stdin and args.files_from is not None:
+        raise UsageError("--files-from cannot be combined with source read from stdin (`-`)")
     if args.files_from is not None:
         paths += _read_files_from(args.files_from, read_path_list)
     elif not paths:
