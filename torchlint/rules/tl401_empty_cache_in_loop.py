@@ -19,8 +19,10 @@ class EmptyCacheInLoop(Rule):
     afresh with `cudaMalloc`/`cudaFree`, which synchronise the device: every step pays for
     the allocations the cache exists to avoid, and the memory it frees is needed again a
     moment later. It does not reduce the memory the tensors themselves use, and on CPU it
-    does nothing at all. Call it every N steps (`if step % 256 == 0:`), once after the loop,
-    or in the handler of an out-of-memory error.
+    does nothing at all, so the effect can only be measured on a GPU (`torchlint verify`
+    reports `needs-cuda` elsewhere): there the flushing loop allocates new driver segments
+    every step and takes longer per step. Call it every N steps (`if step % 256 == 0:`),
+    once after the loop, or in the handler of an out-of-memory error.
 
     ## Known problems
     Only loops that make steps count: the loop's own body (not a loop nested in it)

@@ -17,7 +17,11 @@ class GcCollectInLoop(Rule):
     parameters, the dataset's samples, the optimizer state, everything imported. In a
     training program that is milliseconds per call, paid on every step, and it frees
     nothing that reference counting does not already free unless the step creates reference
-    cycles. Collect once per epoch or every N steps, or after deleting a large object graph.
+    cycles. Measured on CPU: a process that has imported torch holds about 165,000 tracked
+    objects and one full collection took 74 ms; with torch's objects frozen out of the way,
+    collecting after every step still added 3.2 ms to a 0.6 ms step of a small text
+    classifier whose dataset keeps 20,000 Python containers. Collect once per epoch or every
+    N steps, or after deleting a large object graph.
 
     ## Known problems
     Only loops that make steps count: the loop's own body (not a loop nested in it)
