@@ -49,9 +49,11 @@ class InplaceOnSavedTensor(Rule):
     is not known to require grad (a parameter of the function, a plain tensor), when the op
     ran under `torch.no_grad()`, for a mutation after the last `backward()`, on `.clone()`,
     `.data` or advanced-indexing copies (`y[mask].zero_()`), for re-binding (`y = y * 2`),
-    for `inplace=True` functions and modules (`nn.ReLU(inplace=True)`), and for ops that save
-    their input rather than their output (`pow`, `log`, `gelu`, `silu`, `elu`, `softplus`,
-    `leaky_relu`, `hardtanh`, linear layers...).
+    for `inplace=True` functions and modules (`nn.ReLU(inplace=True)`), for in-place
+    shortcuts taken only in eval mode (`if not self.training: y.mul_(s)`,
+    `y.log1p() if self.training else y.log1p_()`: nobody backpropagates there), and for ops
+    that save their input rather than their output (`pow`, `log`, `gelu`, `silu`, `elu`,
+    `softplus`, `leaky_relu`, `hardtanh`, linear layers...).
     """
 
     CODE = "TL302"
