@@ -6,10 +6,12 @@ is cheap; libcst is imported the first time a file actually has to be parsed.
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from functools import lru_cache
 
 from torchlint.lazy import cst
 from torchlint.rule import Report, Rule
@@ -52,23 +54,48 @@ def invalid_file(path: str, reason: str, line: int = 1, column: int = 1) -> Viol
     )
 
 
-def needed_tokens(rules: Iterable[type[Rule]]) -> tuple[str, ...]:
+@lru_cache(maxsize=64)
+def needed_tokens(rules: tuple[type[Rule], ...]) -> tuple[str, ...]:
     return tuple(sorted({token for rule in rules for token in rule.TOKENS}))
 
 
 def may_match(text: str, rules: Sequence[type[Rule]]) -> bool:
     """Cheap substring prefilter: can any enabled rule possibly match this text?"""
-    return any(token in text for token in needed_tokens(rules))
+    return any(token in text for token in needed_tokens(tuple(rules)))
 
 
 def parse(text: str):
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        message = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
-        raise SourceError(f"syntax error: {message}", error.raw_line, error.raw_column + 1) from None
+        raise _syntax_error(text, error) from None
     except (RecursionError, MemoryError):
         raise SourceError("file too deeply nested to parse") from None
+
+
+def _syntax_error(text: str, libcst_error) -> SourceError:
+    """Python's own message and position when the interpreter agrees the file is invalid (libcst
+    sometimes points a line past the error); libcst's when only libcst rejects it."""
+    try:
+        compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        return SourceError(f"syntax error: {error.msg}", error.lineno or 1, error.offset or 1)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    message = str(libcst_error.message).strip().splitlines()[0] if libcst_error.message else "invalid syntax"
+    return SourceError(f"syntax error: {message}", libcst_error.raw_line, libcst_error.raw_column + 1)
+
+
+def check_syntax(text: str) -> None:
+    """Raise SourceError for a file the prefilter lets skip, exactly as parsing it would: the
+    interpreter's compiler first (cheap), libcst only when that rejects the file (which may be
+    valid syntax of a newer Python than the running one)."""
+    try:
+        compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        return
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    parse(text)
 
 
 def lint_source(
@@ -85,7 +112,15 @@ def lint_source(
         return [invalid_file(path, error.reason, error.line, error.column)]
     if SKIP_FILE_RE.search(text):
         return []
-    if not rules or (prefilter and not may_match(text, rules)):
+    if not rules:
+        return []
+    if prefilter and not may_match(text, rules):
+        # No rule can match, but an unparseable file is still reported (TL000), the same as
+        # without the prefilter.
+        try:
+            check_syntax(text)
+        except SourceError as error:
+            return [invalid_file(path, error.reason, error.line, error.column)]
         return []
     try:
         module = parse(text)
