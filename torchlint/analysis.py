@@ -688,7 +688,7 @@ class Analysis:
         key = ("calls", method)
         if key not in loop._memo:
             loop._memo[key] = any(
-                _call_name(call) == method
+                call_name(call) == method
                 for stmt, _ in self.statements_in_loop(loop)
                 for call in self.calls_in(stmt)
             )
@@ -777,7 +777,7 @@ class Analysis:
 
     def _makes_step(self, call, ctx: Context) -> bool:
         func = call.func
-        if _call_name(call) in BACKWARD_FUNCTIONS:
+        if call_name(call) in BACKWARD_FUNCTIONS:
             return True
         if type(func) is cst.Name and func.value == "self":
             return True  # a module calling its own forward (a decoding loop)
@@ -809,7 +809,7 @@ class Analysis:
         roots: set[str] = set()
         for stmt, _ in scope.statements:
             for call in self.calls_in(stmt):
-                name = _call_name(call)
+                name = call_name(call)
                 positional = call_arguments(call)
                 if name in BACKWARD_FUNCTIONS:
                     # accelerator.backward(loss) / self.manual_backward(loss): the argument;
@@ -1292,7 +1292,7 @@ class Analysis:
         switches: dict[str, list[tuple[Context, bool]]] = defaultdict(list)
         for stmt, ctx in self.statements_by_type.get("Expr", ()):
             value = stmt.value
-            if type(value) is cst.Call and _call_name(value) == "requires_grad_" and type(value.func) is cst.Attribute:
+            if type(value) is cst.Call and call_name(value) == "requires_grad_" and type(value.func) is cst.Attribute:
                 key = dotted_name(strip_pass_through(value.func.value))
                 if key is not None:
                     switches[key].append((ctx, _requires_grad_flag(value, 0, True) is True))
@@ -1302,7 +1302,7 @@ class Analysis:
                 if type(target) is cst.Attribute and target.attr.value == "requires_grad":
                     key = dotted_name(target.value)
                     enabled = type(stmt.value) is cst.Name and stmt.value.value == "True"
-                elif type(stmt.value) is cst.Call and _call_name(stmt.value) == "requires_grad_":
+                elif type(stmt.value) is cst.Call and call_name(stmt.value) == "requires_grad_":
                     key = dotted_name(target)  # ema = deepcopy(model).requires_grad_(False)
                     enabled = _requires_grad_flag(stmt.value, 0, True) is True
                 else:
@@ -1326,7 +1326,7 @@ class Analysis:
             last = 0
             for stmt, ctx in scope.statements:
                 if ctx.scope is scope and any(
-                    _call_name(call) in BACKWARD_FUNCTIONS
+                    call_name(call) in BACKWARD_FUNCTIONS
                     or self.qualified_name(call.func) == "torch.autograd.grad"
                     for call in self.calls_in(stmt)
                 ):
@@ -1422,7 +1422,7 @@ class Analysis:
                 found.append(None)
         for call in self.calls_in(stmt):
             func = call.func
-            name = _call_name(call) or ""
+            name = call_name(call) or ""
             if CLEARING_CALL_RE.search(name) and not name.startswith(("on_", "_on_", "test_")):
                 found.append(func.value if name == "zero_grad" and type(func) is cst.Attribute else None)
             elif name in GRAD_OVERWRITING_METHODS and type(func) is cst.Attribute and _is_grad_chain(func.value):
@@ -1688,7 +1688,8 @@ def _names_match(pattern: re.Pattern, expr) -> bool:
     return any(pattern.search(part) for key in mentioned_keys(expr) for part in key.split("."))
 
 
-def _call_name(call) -> str | None:
+def call_name(call) -> str | None:
+    """``step`` for ``opt.step()``, ``print`` for ``print()``; None for other callees."""
     func = call.func
     if type(func) is cst.Attribute:
         return func.attr.value

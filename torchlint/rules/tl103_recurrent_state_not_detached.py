@@ -12,6 +12,7 @@ from torchlint.analysis import (
     Context,
     Loop,
     Scope,
+    call_name,
     child_nodes,
     dotted_name,
     iter_expression_nodes,
@@ -239,7 +240,7 @@ for x, y in stream:
     def _retains_graph(self, loop: Loop) -> bool:
         for stmt, _ in self.analysis.statements_in_loop(loop):
             for call in self.analysis.calls_in(stmt):
-                if _call_name(call) in BACKWARD_FUNCTIONS:
+                if call_name(call) in BACKWARD_FUNCTIONS:
                     for arg in call.args:
                         if arg.keyword is not None and arg.keyword.value == "retain_graph" and not (
                             type(arg.value) is cst.Name and arg.value.value in ("False", "None")
@@ -303,7 +304,7 @@ for x, y in stream:
             return True  # `if flag: s = sim(a, b); s = mask(g, s)`: fresh whenever the feed runs
         # `if done: loss.backward(); h = init()` restarts together with the backward it needs
         return any(
-            stmt_ctx.guard is guard and any(_call_name(c) in BACKWARD_FUNCTIONS for c in self.analysis.calls_in(stmt))
+            stmt_ctx.guard is guard and any(call_name(c) in BACKWARD_FUNCTIONS for c in self.analysis.calls_in(stmt))
             for stmt, stmt_ctx in self.analysis.statements_in_loop(loop)
         )
 
@@ -329,7 +330,7 @@ for x, y in stream:
             return False
         helper = self._local_function(func, ctx)
         if helper is not None:
-            return any(_call_name(c) == "detach_" for s, _ in helper.statements for c in self.analysis.calls_in(s))
+            return any(call_name(c) == "detach_" for s, _ in helper.statements for c in self.analysis.calls_in(s))
         name = dotted_name(func)
         return name is not None and bool(DETACHING_HELPER_RE.search(last_part(name)))
 
@@ -518,7 +519,7 @@ for x, y in stream:
             value = arg.value
             if type(value) is cst.Attribute and value.attr.value in ("detach", "detach_"):
                 return DETACH
-            if type(value) is cst.Lambda and type(value.body) is cst.Call and _call_name(value.body) in ("detach", "detach_"):
+            if type(value) is cst.Lambda and type(value.body) is cst.Call and call_name(value.body) in ("detach", "detach_"):
                 return DETACH
         return DETACH if self._detaching_helper(func, ctx) else None
 
@@ -610,11 +611,3 @@ def _target_keys(target) -> list[str]:
     key = dotted_name(target)
     return [key] if key is not None else []
 
-
-def _call_name(call) -> str | None:
-    func = call.func
-    if type(func) is cst.Attribute:
-        return func.attr.value
-    if type(func) is cst.Name:
-        return func.value
-    return None
