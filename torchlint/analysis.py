@@ -27,7 +27,8 @@ class GradMode(enum.Enum):
 # Substrings a file must contain for any value in it to count as graph-attached. Rules whose
 # findings need an attached value use these as their prefilter tokens.
 ATTACHMENT_TOKENS = (
-    "torch", "nn.", "F.", "backward", "Module", "Model", "Net", "Loss",
+    "torch", "nn.", "F.", "backward", "Module", "Model", "Net", "Loss", "Encoder", "Decoder",
+    "Classifier",
     "model", "net", "criterion", "loss", "classifier", "encoder", "decoder", "generator",
     "discriminator", "backbone", "critic", "actor", "head", "teacher", "student",
 )
