@@ -87,6 +87,11 @@ torch.relu_(w)  # expect: TL301
 nn.init.zeros_(w)
 torch.nn.init.normal_(w)
 """,
+    "an imported leaf": """\
+from .state import shared_weight
+shared_weight.requires_grad_()
+shared_weight.add_(1)  # expect: TL301
+""",
     "layer parameters": """\
 layer = nn.Linear(3, 3)
 layer.weight.zero_()  # expect: TL301

@@ -1130,11 +1130,11 @@ class Analysis:
             func = call.func
             if type(func) is not cst.Attribute or not is_inplace_method(func.attr.value):
                 continue
-            qualified = self.qualified_name(func)
-            if qualified is None:
-                operands.append(func.value)
-            elif qualified.count(".") == 1 and qualified.startswith("torch.") and call_arguments(call):
-                operands.append(call_arguments(call)[0])  # torch.relu_(y)
+            qualified = self.qualified_name(func) or ""
+            if not qualified.startswith("torch."):
+                operands.append(func.value)  # w.add_(1), also for an imported `w`
+            elif qualified.count(".") == 1 and call_arguments(call):
+                operands.append(call_arguments(call)[0])  # torch.relu_(y); not torch.nn.init.*_
         return operands
 
     # ------------------------------------------------------------------ leaves that require grad
