@@ -39,7 +39,10 @@ class InplaceOnGradLeaf(Rule):
     MESSAGE = "`{stmt}` modifies `{leaf}`, a leaf tensor that requires grad, in place while autograd is recording"
     FIX = "do the update under `with torch.no_grad():` (or on `{leaf}.data`); initialise with `torch.nn.init` functions"
     TOKENS = ("requires_grad", "Parameter", "parameters", "param_groups", ".weight", ".bias")
-    CLAIM = "the bad program raises a RuntimeError about a leaf Variable used in an in-place operation; the fixed one runs and changes its parameters"
+    CLAIM = (
+        "the bad program raises a RuntimeError about a leaf Variable used in an in-place operation; "
+        "the fixed one runs and changes its parameters"
+    )
 
     INVALID = [
         """\
@@ -114,7 +117,8 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
         analysis = self.analysis
         if ctx.grad is not GradMode.ENABLED:
             return  # under no_grad the update is exactly what one should write
-        leaf = next((operand for operand in analysis.mutated_operands(node) if analysis.is_grad_leaf(operand, ctx)), None)
+        operands = analysis.mutated_operands(node)
+        leaf = next((operand for operand in operands if analysis.is_grad_leaf(operand, ctx)), None)
         if leaf is None or not analysis.grad_enabled(ctx):
             return  # grad_enabled last: it looks at every caller of the function
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), leaf=self.code(leaf, 40)),

@@ -60,8 +60,14 @@ class InplaceOnSavedTensor(Rule):
     NAME = "inplace-on-saved-tensor"
     MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
     FIX = "use an out-of-place op (`{name} = {name} * ...`) or change a copy made with `{name}.clone()`"
-    TOKENS = ("sigmoid", "tan", "exp", "softmax", "softmin", "relu", "sqrt", "reciprocal", "Sigmoid", "Tanh", "ReLU", "Softm")
-    CLAIM = "the bad program's backward() raises that a variable needed for gradient computation was modified by an inplace operation; the fixed one runs"
+    TOKENS = (
+        "sigmoid", "tan", "exp", "softmax", "softmin", "relu", "sqrt", "reciprocal",
+        "Sigmoid", "Tanh", "ReLU", "Softm",
+    )
+    CLAIM = (
+        "the bad program's backward() raises that a variable needed for gradient computation was modified "
+        "by an inplace operation; the fixed one runs"
+    )
 
     INVALID = [
         """\
@@ -186,8 +192,9 @@ for x, y in loader:
             if namespace in OUTPUT_SAVING_NAMESPACES and name in OUTPUT_SAVING_OPS:
                 arguments = call_arguments(call)
                 op, source = qualified, arguments[0] if arguments else keyword_argument(call, "input")
-        elif type(func) is cst.Attribute and func.attr.value in OUTPUT_SAVING_OPS and self._requires_grad(func.value, ctx):
-            op, source = f"{func.attr.value}", func.value
+        elif type(func) is cst.Attribute and func.attr.value in OUTPUT_SAVING_OPS:
+            if self._requires_grad(func.value, ctx):  # x.sigmoid() on a tensor, not self.relu(x)
+                op, source = func.attr.value, func.value
         if op is None:
             op = self._saving_module(func, ctx)
             arguments = call_arguments(call)
