@@ -35,7 +35,8 @@ def test_explain_orders_sections_like_ruff():
 def test_index_and_pages(tmp_path):
     (tmp_path / "TL999.md").write_text("a rule that no longer exists")
     evidence = [
-        {"code": "TL901", "metric": "live_bytes", "device": "cpu", "torch_version": "2.13.0",
+        {"code": "TL901", "claim": "print keeps memory", "metric": "live_bytes", "device": "cpu",
+         "torch_version": "2.13.0",
          "verdict": "confirmed", "detail": "bad grows, good stays flat",
          "bad": {"fixture": "TL901/bad_loop.py", "summary": "+262,144 B/step"},
          "good": {"fixture": "TL901/good_loop.py", "summary": "+0 B/step"}},
@@ -57,10 +58,13 @@ def test_index_and_pages(tmp_path):
     page = (tmp_path / "TL901.md").read_text()
     assert page.endswith(
         "## Evidence\n\nMeasured by `torchlint verify` on the rule's fixtures:\n\n"
-        "- **confirmed** (cpu, torch 2.13.0): metric `live_bytes`; bad `TL901/bad_loop.py`: +262,144 B/step; "
-        "good `TL901/good_loop.py`: +0 B/step — bad grows, good stays flat\n"
+        "- print keeps memory: **confirmed** (cpu, torch 2.13.0)\n"
+        "  - metric: live_bytes\n"
+        "  - bad `TL901/bad_loop.py`: +262,144 B/step\n"
+        "  - good `TL901/good_loop.py`: +0 B/step\n"
+        "  - check: bad grows, good stays flat\n"
     )
-    assert "- **needs-cuda** (cuda)\n" in (tmp_path / "TL902.md").read_text()
+    assert "- claim: **needs-cuda** (cuda)\n" in (tmp_path / "TL902.md").read_text()
     assert "## Evidence" not in render_page(PassStatement, [])
 
     (tmp_path / "TL901.md").write_text("edited by hand")

@@ -90,58 +90,28 @@ def render_index(rules: Sequence[type[Rule]] | None = None) -> str:
 
 def render_page(rule: type[Rule], evidence: list[dict] | None = None) -> str:
     page = GENERATED_NOTE + "\n\n" + explain(rule)
-    rows = [entry for entry in evidence or [] if _field(entry, "code", "rule") == rule.CODE]
+    rows = [entry for entry in evidence or [] if entry.get("code") == rule.CODE]
     if rows:
         page += "\n## Evidence\n\nMeasured by `torchlint verify` on the rule's fixtures:\n\n"
-        page += "".join(f"- {_evidence_line(entry)}\n" for entry in rows)
+        page += "".join(_evidence_lines(entry) for entry in rows)
     return page
 
 
-def _field(entry: dict, *names: str):
-    for name in names:
-        if entry.get(name) not in (None, ""):
-            return entry[name]
-    return None
-
-
-_EVIDENCE_META = {
-    "code", "rule", "fixture", "file", "path", "program", "function", "device", "torch", "torch_version",
-    "status", "verdict", "result", "outcome", "claim", "detail", "summary", "bad", "good", "metric",
-}
-
-
-def _evidence_line(entry: dict) -> str:
-    """One compact line for one verifier result: verdict, where it was measured, and the figures
-    the verifier summarised for the bad and the good program (or any scalar figures it has)."""
-    where = [str(value) for value in (_field(entry, "device"), _field(entry, "torch_version", "torch")) if value]
-    if len(where) == 2:
-        where[1] = f"torch {where[1]}"
-    verdict = _field(entry, "verdict", "status", "outcome", "result")
-    head = f"**{verdict}**" if verdict is not None and not isinstance(verdict, (dict, list)) else "result"
-    if where:
-        head += f" ({', '.join(where)})"
-    metric = _field(entry, "metric")
-    parts = [f"metric `{metric}`"] if metric else []
+def _evidence_lines(entry: dict) -> str:
+    """One verifier result (an element of ``torchlint verify --format json``): the claim, its
+    verdict and where it was measured, the bad and good programs' figures and the check made."""
+    where = ", ".join(str(value) for value in (entry.get("device"), entry.get("torch_version") and f"torch {entry['torch_version']}") if value)
+    lines = [f"- {entry.get('claim', 'claim')}: **{entry.get('verdict', 'unknown')}**" + (f" ({where})" if where else "")]
+    if entry.get("metric"):
+        lines.append(f"  - metric: {entry['metric']}")
     for side in ("bad", "good"):
         program = entry.get(side)
         if isinstance(program, dict):
-            fixture = _field(program, "fixture", "path", "file")
-            name = f"`{fixture}`" if fixture else side
-            parts.append(f"{side} {name}: {_field(program, 'summary') or 'not measured'}")
-    parts += [f"{key} {value}" for key, value in _figures(entry, _EVIDENCE_META)]
-    detail = _field(entry, "detail")
-    line = head + (": " + "; ".join(parts) if parts else "")
-    return line + (f" — {' '.join(str(detail).split())}" if detail else "")
-
-
-def _figures(entry: dict, skip: set[str]):
-    for key, value in entry.items():
-        if key in skip:
-            continue
-        if isinstance(value, float):
-            yield key, f"{value:.4g}"
-        elif isinstance(value, (bool, int)) or (isinstance(value, str) and len(value) <= 60):
-            yield key, value
+            fixture = program.get("fixture")
+            lines.append(f"  - {side}" + (f" `{fixture}`" if fixture else "") + f": {program.get('summary') or 'not measured'}")
+    if entry.get("detail"):
+        lines.append(f"  - check: {' '.join(str(entry['detail']).split())}")
+    return "\n".join(lines) + "\n"
 
 
 def load_evidence(directory: str) -> list[dict]:
