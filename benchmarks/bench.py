@@ -15,8 +15,10 @@ into its own virtualenv next to the corpus cache.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -183,9 +185,26 @@ def torchlint_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "torchlint"]
 
 
+def snapshot_torchlint(directory: Path) -> dict:
+    """Copy the package and return an environment that runs the copy.
+
+    Others edit the checkout while the benchmark runs; every run must measure the same code, and
+    the cache key (which fingerprints torchlint's own sources) must not change between the
+    cache-filling and the warm run."""
+    shutil.copytree(PROJECT / "torchlint", directory / "torchlint",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    compileall.compile_dir(directory / "torchlint", quiet=1)  # no run pays for bytecode
+    env = {**os.environ, "PYTHONPATH": str(directory)}
+    probe = subprocess.run([sys.executable, "-c", "import torchlint.cli; print(torchlint.__file__)"],
+                           env=env, cwd=directory, capture_output=True, text=True, check=True)
+    if not Path(probe.stdout.strip()).is_relative_to(directory):
+        sys.exit(f"the snapshot in {directory} is not the torchlint that runs: {probe.stdout.strip()}")
+    sys.path.insert(0, str(directory))  # the prefilter split below uses the same code
+    return env
+
+
 def prefilter_split(files: list[Path]) -> tuple[list[Path], list[Path]]:
     """Files the default rule set's token prefilter lets through, and the ones it skips."""
-    sys.path.insert(0, str(PROJECT))
     from torchlint.engine import SourceError, decode_source, may_match
     from torchlint.rules import default_rules
 
@@ -214,6 +233,7 @@ class Bench:
         self.args = args
         self.workdir = workdir
         self.lint = torchlint_command()
+        self.env = snapshot_torchlint(workdir / "snapshot")
         self.runs: dict[str, Run] = {}
         self.checks: dict[str, bool | str] = {}
 
@@ -233,7 +253,7 @@ class Bench:
         # Each run gets its own working directory so a cache can only come from where we put it.
         cwd = cache_dir or Path(tempfile.mkdtemp(dir=self.workdir))
         command = [*self.lint, "--format", "json", "--files-from", str(file_list), *options]
-        return self.record(key, measure(label, command, count, cwd=cwd))
+        return self.record(key, measure(label, command, count, cwd=cwd, env=self.env))
 
     def run(self, files: list[Path], torchfix_files: list[Path]) -> dict:
         args, work = self.args, self.workdir
@@ -277,7 +297,7 @@ class Bench:
     def warm_imports_libcst(self, file_list: Path, cache_home: Path) -> bool:
         command = [sys.executable, "-X", "importtime", "-m", "torchlint", "--format", "json",
                    "--files-from", str(file_list), "--jobs", "1"]
-        result = subprocess.run(command, cwd=cache_home, capture_output=True, text=True)
+        result = subprocess.run(command, cwd=cache_home, capture_output=True, text=True, env=self.env)
         imported = (line.split("|")[-1].strip() for line in result.stderr.splitlines()
                     if line.startswith("import time:"))
         return any(name == "libcst" or name.startswith("libcst.") for name in imported)
@@ -299,7 +319,8 @@ class Bench:
         small.write_text(SMALL_FILE, encoding="utf-8")
 
         def medians(command: list[str]) -> tuple[float, float]:
-            runs = [measure("start-up", command, 1, cwd=self.workdir) for _ in range(STARTUP_REPEATS)]
+            runs = [measure("start-up", command, 1, cwd=self.workdir, env=self.env)
+                    for _ in range(STARTUP_REPEATS)]
             return statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs)
 
         version_wall, version_cpu = medians([*self.lint, "--version"])
@@ -349,7 +370,7 @@ def render(result: dict, runs: dict[str, Run]) -> str:
             op, bound = target
             met = value <= bound if op == "<=" else value >= bound
             verdict = f"{op} {bound:g}  {'ok' if met else 'MISSED'}"
-        lines.append(f"{name:<42}{value:>9.2f}   {verdict}")
+        lines.append(f"{name:<42}{value:>9.3f}   {verdict}")
     lines += ["", "findings: " + (", ".join(f"{code} {count}" for code, count in result["findings_per_code"].items())
                                   or "none") + f" (total {result['findings_total']})"]
     for name, value in result["checks"].items():
