@@ -4,7 +4,7 @@ import math
 import re
 
 from torchlint.analysis import (
-    ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, dotted_name, iter_expression_nodes,
+    ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name, iter_expression_nodes,
     last_part, name_words, strip_pass_through,
 )
 from torchlint.lazy import cst
@@ -228,7 +228,7 @@ def infer(model, loader):
     def _is_training_call(self, call, ctx: Context) -> bool:
         analysis = self.analysis
         func = call.func
-        name = _called_name(call)
+        name = call_name(call)
         if name in BACKWARD_FUNCTIONS or name == "optimizer_step":
             return True
         if name == "grad":
@@ -303,14 +303,6 @@ def _mode_switch(stmt):
             return "eval", receiver
         value = value.func.value
     return None
-
-
-def _called_name(call) -> str | None:
-    """``backward`` for ``scaler.scale(loss).backward()``, ``f`` for ``f(x)``."""
-    func = call.func
-    if type(func) is cst.Attribute:
-        return func.attr.value
-    return func.value if type(func) is cst.Name else None
 
 
 def _comprehension_calls(stmt, analysis) -> list:
