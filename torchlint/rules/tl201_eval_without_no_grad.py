@@ -4,8 +4,8 @@ import math
 import re
 
 from torchlint.analysis import (
-    ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name, iter_expression_nodes,
-    last_part, name_words, strip_pass_through,
+    ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
+    iter_expression_nodes, last_part, name_words, strip_pass_through,
 )
 from torchlint.lazy import cst
 from torchlint.rule import Rule
