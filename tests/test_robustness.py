@@ -5,8 +5,10 @@ rule shows up as an internal-error TL000. A file may get TL000 only when libcst 
 decode or parse it (lib2to3's Python 2 test data, deliberately bad encodings, and a couple of
 files the interpreter accepts but libcst's grammar does not).
 
-These tests parse ~1,800 + ~2,000 files (about 60 + 35 CPU seconds of libcst parsing alone), so
-they run on two worker processes and carry the ``slow`` marker (deselect with ``-m "not slow"``).
+These tests parse ~1,800 + ~2,000 files (about 60 + 35 CPU seconds of libcst parsing alone); on two
+worker processes they took 44 s + 21 s wall (125 CPU s) on an idle 2-core machine with ten rules.
+Every file is kept (no sampling), and they carry the ``slow`` marker so a local run can skip them
+with ``-m "not slow"``; CI runs them.
 """
 
 from __future__ import annotations
