@@ -228,3 +228,18 @@ def test_findings_do_not_depend_on_the_process(tmp_path_factory, programs):
                                 capture_output=True, text=True, check=True)
         assert json.loads(result.stdout) == here, (
             f"PYTHONHASHSEED={seed} changed the findings of one of:\n" + "\n# ---\n".join(programs))
+    # The CLI's process pool (one result per worker chunk) must give the serial run's output,
+    # and the findings computed here.
+    outputs = []
+    for jobs in ("1", "2"):
+        command = [sys.executable, "-m", "torchlint", "--no-cache", "--select", "ALL", "--format", "json",
+                   "--jobs", jobs, *paths]
+        result = subprocess.run(command, cwd=directory, capture_output=True, text=True)
+        assert result.returncode in (0, 1), result.stderr
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1], "--jobs 2 output differs from --jobs 1"
+    by_path = {path: [] for path in paths}
+    for item in json.loads(outputs[0]):
+        by_path[item["path"]].append([item[key] for key in ("line", "column", "end_line", "end_column",
+                                                            "code", "message")])
+    assert [sorted(by_path[path]) for path in paths] == [sorted(found) for found in here]
