@@ -287,9 +287,12 @@ class Binding:
 
 
 class Analysis:
-    def __init__(self, module, path: str = "<unknown>") -> None:
+    def __init__(self, module, path: str = "<unknown>", source: str | None = None) -> None:
         self.module = module
         self.path = path
+        # The file's text, when the caller has it: a substring test answers "can this module
+        # contain X at all?" far faster than walking its expressions.
+        self.source = source
         self.imports: dict[str, str] = {}
         self.statements_by_type: dict[str, list[tuple[object, Context]]] = defaultdict(list)
         self.scopes: dict[int, Scope] = {}  # id(FunctionDef/ClassDef) -> Scope
@@ -317,6 +320,10 @@ class Analysis:
                 handler = getattr(rule, attribute)
                 for node, ctx in self.statements_by_type.get(attribute[6:], ()):
                     handler(node, ctx)
+
+    def may_contain(self, text: str) -> bool:
+        """False only when the module's source certainly does not contain ``text``."""
+        return self.source is None or text in self.source
 
     def code(self, node, limit: int = 80) -> str:
         text = " ".join(self.module.code_for_node(node).split())
@@ -616,6 +623,8 @@ class Analysis:
         if memo_key in self._callers_memo:
             return self._callers_memo[memo_key]
         self._callers_memo[memo_key] = False  # recursion guard
+        if self.source is not None and self.source.count(f"{name}(") <= self.source.count(f"def {name}("):
+            return False  # its name is never followed by "(" but in its definitions: no caller here
         found = False
         disabled = True
         for stmt_list in self.statements_by_type.values():
@@ -808,6 +817,9 @@ class Analysis:
         if "roots" in scope._memo:
             return scope._memo["roots"]
         roots: set[str] = set()
+        if not (self.may_contain("backward") or self.may_contain("autograd")):
+            scope._memo["roots"] = frozenset()
+            return scope._memo["roots"]
         for stmt, _ in scope.statements:
             for call in self.calls_in(stmt):
                 name = call_name(call)
@@ -1115,8 +1127,10 @@ class Analysis:
     # ------------------------------------------------------------------ in-place mutation
 
     def mutated_operands(self, stmt) -> list:
-        """The tensors a statement modifies in place: receivers of in-place methods
-        (``w.add_(1)``, ``w[0].zero_()``), first arguments of ``torch.<op>_`` functions
+        """The tensors a statement modifies in place: receivers of in-place methods in the
+        statement's own call chain (``w.add_(1)``, ``w[0].zero_()``, ``y = x.mul_(2).add_(1)``;
+        calls buried in other calls' arguments are not looked into, which keeps this a cheap
+        statement-level check), first arguments of ``torch.<op>_`` functions
         (``torch.relu_(y)``; ``torch.nn.init.*_`` are not included), the base of an item
         assignment (``w[i] = v`` gives ``w``) and the target of an augmented assignment."""
         operands = []
@@ -1126,7 +1140,8 @@ class Analysis:
             operands.append(storage_base(target) if type(target) is cst.Subscript else target)
         elif kind is cst.Assign:
             operands.extend(storage_base(t.target) for t in stmt.targets if type(t.target) is cst.Subscript)
-        for call in self.calls_in(stmt):
+        value = getattr(stmt, "value", None) if kind in (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Return) else None
+        for call in _call_chain(value):
             func = call.func
             if type(func) is not cst.Attribute or not is_inplace_method(func.attr.value):
                 continue
@@ -1664,6 +1679,25 @@ def _tensor_operand_keys(expr) -> set[str]:
     if type(expr) is cst.UnaryOperation:
         return _tensor_operand_keys(expr.expression)
     return set()
+
+
+def _call_chain(expr) -> list:
+    """The calls along a method chain: ``a.b(1).c_()`` gives ``c_(...)`` and ``b(1)``; both
+    branches of a conditional expression are followed."""
+    calls = []
+    while expr is not None:
+        kind = type(expr)
+        if kind is cst.IfExp:
+            calls.extend(_call_chain(expr.body))
+            expr = expr.orelse
+        elif kind is cst.Call:
+            calls.append(expr)
+            expr = expr.func
+        elif kind in (cst.Attribute, cst.Subscript):
+            expr = expr.value
+        else:
+            break
+    return calls
 
 
 def _del_targets(stmt) -> list:

@@ -132,7 +132,7 @@ def lint_source(
     reports: list[Report] = []
     failures: list[Violation] = []
     try:
-        analysis = Analysis(module, path)
+        analysis = Analysis(module, path, text)
     except RecursionError:
         return [invalid_file(path, "file too deeply nested to analyse")]
     except Exception as error:  # an analysis bug must not take down the run
