@@ -157,12 +157,24 @@ def child_nodes(node) -> Iterator:
         _FIELDS_BY_TYPE[type(node)] = fields
     for name in fields:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (list, tuple)):
+        kind = type(value)
+        if kind is list or kind is tuple:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node_type(type(item)):
                     yield item
+        elif _is_node_type(kind):
+            yield value
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node_type(kind: type) -> bool:
+    # issubclass against libcst's abstract base class is slow; the answer per type never changes
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
 
 
 def iter_expression_nodes(node) -> Iterator:
