@@ -89,3 +89,27 @@ class Rule:
         if not cls.VALID or not cls.INVALID:
             problems.append("VALID and INVALID examples are required")
         return problems
+
+
+class InPlaceMutationRule(Rule):
+    """Base for rules about tensors changed in place: every statement kind that can change one
+    (``x.add_(1)``, ``y = x.mul_(2)``, ``w -= g``, ``w[0] = v``, ``return x.relu_()``) goes
+    to ``check_mutation``."""
+
+    def check_mutation(self, node: Any, ctx: Any) -> None:
+        raise NotImplementedError
+
+    def visit_Expr(self, node: Any, ctx: Any) -> None:
+        self.check_mutation(node, ctx)
+
+    def visit_Assign(self, node: Any, ctx: Any) -> None:
+        self.check_mutation(node, ctx)
+
+    def visit_AnnAssign(self, node: Any, ctx: Any) -> None:
+        self.check_mutation(node, ctx)
+
+    def visit_AugAssign(self, node: Any, ctx: Any) -> None:
+        self.check_mutation(node, ctx)
+
+    def visit_Return(self, node: Any, ctx: Any) -> None:
+        self.check_mutation(node, ctx)

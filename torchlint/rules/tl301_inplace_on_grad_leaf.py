@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 from torchlint.analysis import Context, GradMode
-from torchlint.rule import Rule
+from torchlint.rule import InPlaceMutationRule
 
 
-class InplaceOnGradLeaf(Rule):
+class InplaceOnGradLeaf(InPlaceMutationRule):
     """
     ## What it does
     Finds in-place changes to a leaf tensor that requires grad, made while autograd is
@@ -98,22 +98,7 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
 """,
     ]
 
-    def visit_Expr(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_Assign(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_AnnAssign(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_AugAssign(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_Return(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def _check(self, node, ctx: Context) -> None:
+    def check_mutation(self, node, ctx: Context) -> None:
         analysis = self.analysis
         if ctx.grad is not GradMode.ENABLED:
             return  # under no_grad the update is exactly what one should write

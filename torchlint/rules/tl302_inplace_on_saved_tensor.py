@@ -5,7 +5,7 @@ from torchlint.analysis import (
     strip_views,
 )
 from torchlint.lazy import cst
-from torchlint.rule import Rule
+from torchlint.rule import InPlaceMutationRule
 
 # Ops whose backward needs their own output, measured on torch 2.13: mutating the result in place
 # makes backward() raise. (pow, log, gelu, silu, elu, softplus... save their input instead.)
@@ -24,7 +24,7 @@ GRAPH_RETURNING_METHODS = frozenset({"forward", "training_step"})
 MAX_ALIAS_DEPTH = 8
 
 
-class InplaceOnSavedTensor(Rule):
+class InplaceOnSavedTensor(InPlaceMutationRule):
     """
     ## What it does
     Finds in-place changes to the output of an op whose backward needs that output —
@@ -125,22 +125,7 @@ for x, y in loader:
 """,
     ]
 
-    def visit_Expr(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_Assign(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_AnnAssign(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_AugAssign(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def visit_Return(self, node, ctx: Context) -> None:
-        self._check(node, ctx)
-
-    def _check(self, node, ctx: Context) -> None:
+    def check_mutation(self, node, ctx: Context) -> None:
         if ctx.scope.kind == "class":
             return  # class bodies run no tensor code worth checking
         operands = self.analysis.mutated_operands(node)
