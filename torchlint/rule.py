@@ -13,6 +13,8 @@ import inspect
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from torchlint.lazy import cst
+
 if TYPE_CHECKING:
     from torchlint.analysis import Analysis
 
@@ -55,6 +57,12 @@ class Rule:
     def code(self, node: Any, limit: int = 80) -> str:
         """Source text of a node on one line, shortened to ``limit`` characters, for messages."""
         return self.analysis.code(node, limit)
+
+    def operand(self, node: Any, limit: int = 40) -> str:
+        """Source of an expression ready to take a method call in a fix hint: ``loss``,
+        ``out.loss``, but ``(model(x))`` and ``(a + b)``."""
+        text = self.code(node, limit)
+        return text if type(node) in (cst.Name, cst.Attribute, cst.Subscript) else f"({text})"
 
     @classmethod
     def documentation(cls) -> str:

@@ -152,8 +152,6 @@ for x in loader:
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value))
 
     def _fix(self, value) -> str:
-        if type(value) in (cst.Name, cst.Attribute, cst.Subscript):
-            return self.FIX.format(value=self.code(value, 40))
-        if type(value) is cst.Call:
-            return self.FIX.format(value=f"({self.code(value, 40)})")
+        if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
+            return self.FIX.format(value=self.operand(value))
         return "detach the tensors before storing them (`.detach()`, plus `.cpu()` to free device memory)"

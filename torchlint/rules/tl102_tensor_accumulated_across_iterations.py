@@ -146,13 +146,8 @@ def compute_loss(model, batches):
         self.report(
             node,
             self.MESSAGE.format(stmt=self.code(node, 60), acc=key),
-            self._fix(attached),
+            self.FIX.format(value=self.operand(attached)),
         )
-
-    def _fix(self, value) -> str:
-        if type(value) in (cst.Name, cst.Attribute, cst.Subscript):
-            return self.FIX.format(value=self.code(value, 40))
-        return self.FIX.format(value=f"({self.code(value, 40)})")
 
 
 def _sum_terms(expr) -> list:
