@@ -1,0 +1,274 @@
+"""Graph attachment: which values are still attached to the autograd graph, what reaches a
+`backward()` and what a function returns."""
+
+from __future__ import annotations
+
+
+from torchlint.lazy import cst
+from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
+from torchlint.analysis.syntax import _tensor_operand_keys, call_arguments, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, training_test
+from torchlint.analysis.scopes import Binding, Context, Scope
+
+
+class AttachmentQueries:
+    def returned_expressions(self, scope: Scope) -> list:
+        """Values of the scope's return / yield statements and yield expressions."""
+        if "returned" not in scope._memo:
+            values = []
+            for stmt, ctx in scope.statements:
+                if ctx.scope is not scope:
+                    continue
+                if type(stmt) is cst.Return and stmt.value is not None:
+                    values.append(stmt.value)
+                for expr in self.own_expressions(stmt):
+                    for node in iter_expression_nodes(expr):
+                        if type(node) is cst.Yield and node.value is not None:
+                            value = node.value
+                            values.append(value.item if type(value) is cst.From else value)
+            scope._memo["returned"] = values
+        return scope._memo["returned"]
+
+    def backward_roots(self, scope: Scope) -> frozenset[str]:
+        """Names that a ``backward()`` in this scope is called on directly: ``loss.backward()``,
+        ``accelerator.backward(loss)``, ``scaler.scale(loss).backward()``,
+        ``torch.autograd.grad(loss, ...)``. Such a name certainly holds a graph-attached tensor."""
+        if "roots" in scope._memo:
+            return scope._memo["roots"]
+        roots: set[str] = set()
+        if not (self.may_contain("backward") or self.may_contain("autograd")):
+            scope._memo["roots"] = frozenset()
+            return scope._memo["roots"]
+        for stmt, _ in scope.statements:
+            for call in self.calls_in(stmt):
+                name = call_name(call)
+                positional = call_arguments(call)
+                if name in BACKWARD_FUNCTIONS:
+                    # accelerator.backward(loss) / self.manual_backward(loss): the argument;
+                    # loss.backward() / scaler.scale(loss).backward(): the receiver
+                    if positional:
+                        operand = positional[0]
+                    elif type(call.func) is cst.Attribute:
+                        operand = call.func.value
+                    else:
+                        continue
+                elif name == "grad" and positional and self.qualified_name(call.func) == "torch.autograd.grad":
+                    operand = positional[0]
+                else:
+                    continue
+                roots.update(_tensor_operand_keys(operand))
+        result = frozenset(roots)
+        scope._memo["roots"] = result
+        return result
+
+    def backpropagated_keys(self, scope: Scope) -> frozenset[str]:
+        """Names whose value reaches a ``backward()`` in this scope: the roots and, transitively,
+        the names their bindings were computed from (``loss = total / n`` puts ``total`` in)."""
+        if "backprop" not in scope._memo:
+            scope._memo["backprop"] = self._sources_closure(self.backward_roots(scope), scope)
+        return scope._memo["backprop"]
+
+    def in_eval_branch(self, stmt, ctx: Context) -> bool:
+        """Is ``stmt`` on the evaluation side of its innermost ``if`` on a module's ``training``
+        flag (the body of ``if not self.training:``, the else of ``if self.training:``)?"""
+        guard = ctx.guard
+        if type(guard) is not cst.If:
+            return False
+        negated = training_test(guard.test)
+        if negated is None:
+            return False
+        body = guard.body.body
+        in_body = any(
+            line is stmt or (type(line) is cst.SimpleStatementLine and any(small is stmt for small in line.body))
+            for line in body
+        )
+        return in_body == negated
+
+    def returned_keys(self, scope: Scope) -> frozenset[str]:
+        """Names whose undetached value reaches a return or yield of the function, directly
+        (``return feats``) or through other bindings (``out = torch.cat(feats); return out``)."""
+        if "returned_keys" not in scope._memo:
+            roots = set()
+            for value in self.returned_expressions(scope):
+                roots.update(mentioned_keys(value, skip_detached=True))
+            scope._memo["returned_keys"] = self._sources_closure(roots, scope)
+        return scope._memo["returned_keys"]
+
+    def reaches_backward(self, key: str, ctx: Context) -> bool:
+        """Does ``key`` feed a backward() in its function, or, for ``self.x``, in any method of
+        the class (a meta-learning strategy that stores losses and differentiates them later)?"""
+        if key in self.backpropagated_keys(ctx.scope):
+            return True
+        class_scope = ctx.scope.class_scope
+        if not key.startswith("self.") or class_scope is None:
+            return False
+        return any(
+            key in self.backpropagated_keys(method)
+            for method in self.scopes.values()
+            if method.kind == "function" and method.class_scope is class_scope
+        )
+
+    def _sources_closure(self, roots, scope: Scope) -> frozenset[str]:
+        pending = list(roots)
+        reached: set[str] = set()
+        while pending:
+            key = pending.pop()
+            if key in reached:
+                continue
+            reached.add(key)
+            for binding in scope.bindings.get(key, ()):
+                if binding.kind in ("assign", "for") and binding.value is not None:
+                    pending.extend(mentioned_keys(binding.value, skip_detached=True))
+                elif binding.kind == "augassign":
+                    pending.extend(mentioned_keys(binding.value.value, skip_detached=True))
+            for value in scope.stores.get(key, ()):
+                pending.extend(mentioned_keys(value, skip_detached=True))
+        return frozenset(reached)
+
+    # ------------------------------------------------------------------ graph attachment
+
+    def is_attached(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` at ``ctx`` a tensor still attached to the autograd graph?
+
+        Sources: forward passes (calls of modules, losses, conventional ``model``/``criterion``
+        names), functional losses and names that are backpropagated. Arithmetic, indexing and
+        non-detaching methods propagate; ``.item()``, ``.detach()``, ``float()``, comparisons and
+        anything computed with grad disabled do not. Unknown calls are not tensors."""
+        if ctx.grad is not GradMode.ENABLED:
+            return False
+        return self._attached(expr, ctx) and self.grad_enabled(ctx)
+
+    def _attached(self, expr, ctx: Context) -> bool:
+        kind = type(expr)
+        if kind is cst.Name:
+            binding = self.lookup(expr.value, ctx)
+            return binding is not None and self._binding_attached(binding)
+        if kind is cst.Attribute:
+            if expr.attr.value in NON_GRAPH_ATTRIBUTES:
+                return False
+            key = dotted_name(expr)
+            if key is not None:
+                binding = self.lookup(key, ctx)
+                if binding is not None:
+                    return self._binding_attached(binding)
+            return self._attached(expr.value, ctx)  # out.loss, out.logits
+        if kind is cst.Subscript:
+            return self._attached(expr.value, ctx)
+        if kind is cst.Call:
+            return self._call_attached(expr, ctx)
+        if kind is cst.BinaryOperation:
+            return self._attached(expr.left, ctx) or self._attached(expr.right, ctx)
+        if kind is cst.UnaryOperation:
+            return type(expr.operator) is not cst.Not and self._attached(expr.expression, ctx)
+        if kind in (cst.Tuple, cst.List, cst.Set):
+            return any(self._attached(element.value, ctx) for element in expr.elements)
+        if kind is cst.Dict:
+            return any(self._attached(element.value, ctx) for element in expr.elements)
+        if kind is cst.IfExp:
+            return self._attached(expr.body, ctx) or self._attached(expr.orelse, ctx)
+        if kind is cst.BooleanOperation:
+            return self._attached(expr.left, ctx) or self._attached(expr.right, ctx)
+        if kind is cst.NamedExpr:
+            return self._attached(expr.value, ctx)
+        return False
+
+    def _binding_attached(self, binding: Binding) -> bool:
+        memo = self._attached_memo
+        key = id(binding)
+        if key in memo:
+            return memo[key]
+        memo[key] = False  # cycles resolve to "not attached"
+        result = self._compute_binding_attached(binding)
+        memo[key] = result
+        return result
+
+    def _compute_binding_attached(self, binding: Binding) -> bool:
+        ctx = binding.ctx
+        if ctx.grad is not GradMode.ENABLED:
+            return False
+        kind = binding.kind
+        if kind == "assign":
+            value = self._element_of(binding.value, binding.element)
+            if value is None:
+                return False
+            if self._attached(value, ctx):
+                return True
+            return type(value) is cst.Call and self._backpropagated(binding)
+        if kind == "augassign":
+            if self._attached(binding.value.value, ctx):
+                return True
+            previous = self.lookup(binding.key, ctx)
+            return previous is not None and self._binding_attached(previous)
+        if kind == "for":
+            iterable = binding.value
+            if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "enumerate":
+                if binding.element[:1] == (0,):
+                    return False
+                arguments = call_arguments(iterable)
+                return bool(arguments) and self._attached(arguments[0], ctx)
+            return self._attached(iterable, ctx)
+        if kind == "param":
+            return self._backpropagated(binding)
+        return False
+
+    def _backpropagated(self, binding: Binding) -> bool:
+        return binding.key in self.backward_roots(binding.ctx.scope)
+
+    def bound_value(self, binding: Binding):
+        """The expression an assignment gives its target (the matching element when the target
+        unpacks a tuple); None when it is not an assignment or the element is unknown."""
+        if binding.kind != "assign" or binding.value is None:
+            return None
+        value = self._element_of(binding.value, binding.element)
+        if value is None or (binding.element and value is binding.value):
+            return None
+        return value
+
+    def _element_of(self, value, element: tuple[int, ...]):
+        """The sub-expression an unpacking target receives, or the whole value when unknown;
+        None when it is known to carry no graph (the indices of ``torch.max(x, 1)``)."""
+        for index in element:
+            if type(value) in (cst.Tuple, cst.List) and index >= 0 and all(
+                type(item) is cst.Element for item in value.elements
+            ) and index < len(value.elements):
+                value = value.elements[index].value
+                continue
+            if index == 1 and type(value) is cst.Call:
+                name = self.qualified_name(value.func) or ""
+                method = value.func.attr.value if type(value.func) is cst.Attribute else ""
+                if (name.startswith("torch.") and last_part(name) in TORCH_VALUES_INDICES) or (
+                    method in TORCH_VALUES_INDICES and len(value.args) >= 1
+                ):
+                    return None
+            return value
+        return value
+
+    def _call_attached(self, call, ctx: Context) -> bool:
+        func = call.func
+        qualified = self.qualified_name(func)
+        if qualified is not None and qualified.startswith("torch."):
+            return self._torch_call_attached(qualified, call, ctx)
+        if type(func) is cst.Attribute:
+            method = func.attr.value
+            if method in DETACHING_METHODS or method in NON_DIFFERENTIABLE_METHODS:
+                return False
+            if self._attached(func.value, ctx):
+                return True  # a non-detaching tensor method: .cpu(), .to(), .mean(), .view() ...
+            if method == "forward" and self.is_module(func.value, ctx):
+                return True
+        elif type(func) is cst.Name:
+            name = func.value
+            if name in PASS_THROUGH_BUILTINS and name not in self.imports:
+                return any(self._attached(arg.value, ctx) for arg in call.args)
+        return self.is_module(func, ctx)
+
+    def _torch_call_attached(self, qualified: str, call, ctx: Context) -> bool:
+        name = last_part(qualified)
+        if qualified.startswith("torch.nn.functional."):
+            if LOSS_FUNCTIONAL_RE.search(name):
+                return True
+        elif qualified.startswith("torch.nn.") and name[:1].isupper():
+            return False  # constructing a module
+        if name in TORCH_NON_DIFFERENTIABLE:
+            return False
+        return any(self._attached(arg.value, ctx) for arg in call.args)
+

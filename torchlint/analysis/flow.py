@@ -1,0 +1,235 @@
+"""Control flow: the statements of a loop, whether a statement runs every iteration or every
+step, straight-line sequences and branches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from torchlint.lazy import cst
+from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, STEP_SOURCE_RE, STEP_TARGET_RE
+from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_match, call_name, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
+from torchlint.analysis.scopes import Binding, Context, Loop
+
+
+class ControlFlowQueries:
+    # ------------------------------------------------------------------ expressions
+
+    def own_expressions(self, stmt) -> list:
+        """The expressions that belong to a statement itself, not to the blocks it contains."""
+        kind = type(stmt)
+        if kind is cst.For:
+            return [stmt.target, stmt.iter]
+        if kind in (cst.While, cst.If):
+            return [stmt.test]
+        if kind is cst.With:
+            return [item for item in stmt.items]
+        if kind is cst.FunctionDef:
+            return [*stmt.decorators, stmt.params]
+        if kind is cst.ClassDef:
+            return [*stmt.decorators, *stmt.bases, *stmt.keywords]
+        if kind is cst.Match:
+            return [stmt.subject]
+        if kind is cst.ExceptHandler:
+            return [stmt.type] if stmt.type is not None else []
+        if kind in (cst.Try, cst.TryStar):
+            return []
+        return [stmt]
+
+    def calls_in(self, stmt) -> list:
+        """Every call in a statement's own expressions (memoised per statement)."""
+        cached = self._calls_memo.get(id(stmt))
+        if cached is None:
+            cached = [
+                node
+                for expr in self.own_expressions(stmt)
+                for node in iter_expression_nodes(expr)
+                if type(node) is cst.Call
+            ]
+            self._calls_memo[id(stmt)] = cached
+        return cached
+
+    def statements_in_loop(self, loop: Loop) -> Iterator[tuple[object, Context]]:
+        """Statements of the loop's body (nested loops included, nested functions excluded)."""
+        for stmt, ctx in loop.scope.statements:
+            if ctx.order > loop.end:
+                break
+            if ctx.order > loop.start:
+                yield stmt, ctx
+
+    def loop_calls(self, loop: Loop, method: str) -> bool:
+        """Does any statement in the loop call something named ``method`` (``x.method()`` or
+        ``method(...)``/``obj.method(...)``)? Memoised per loop."""
+        key = ("calls", method)
+        if key not in loop._memo:
+            loop._memo[key] = any(
+                call_name(call) == method
+                for stmt, _ in self.statements_in_loop(loop)
+                for call in self.calls_in(stmt)
+            )
+        return loop._memo[key]
+
+    def resets_in_loop(self, key: str, loop: Loop) -> list[Binding]:
+        """Bindings inside the loop's body that give ``key`` a fresh value (``xs = []``), as
+        opposed to extending the old one (``xs += [v]``, ``total = total + loss``)."""
+        return [
+            binding for binding in loop.scope.bindings.get(key, ())
+            if loop.contains(binding.ctx.order) and binding.kind != "augassign"
+            and not (binding.kind == "assign" and key in mentioned_keys(binding.value))
+        ]
+
+    def cleared_in_loop(self, key: str, loop: Loop) -> bool:
+        """Is the container emptied inside the loop (``xs.clear()``, ``del xs[:]``)?"""
+        for stmt, _ in self.statements_in_loop(loop):
+            if type(stmt) is cst.Del and any(
+                storage_key(target.value) == key for target in _del_targets(stmt)
+            ):
+                return True
+            if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
+                func = stmt.value.func
+                if type(func) is cst.Attribute and func.attr.value == "clear" and dotted_name(func.value) == key:
+                    return True
+        return False
+
+    def loop_backpropagates(self, loop: Loop) -> bool:
+        return any(self.loop_calls(loop, name) for name in BACKWARD_FUNCTIONS)
+
+    def runs_every_iteration(self, ctx: Context) -> bool:
+        """Does the statement run on every iteration of its innermost loop? Not under an ``if`` /
+        ``except`` / ``case`` inside that loop (a ``try:`` body, a ``with`` block and a ``finally:``
+        run every time; a guard in an outer loop does not guard the inner one), and the loop
+        really repeats (see ``loop_runs_once``)."""
+        loop = ctx.loop
+        return loop is not None and ctx.guard is None and not self.loop_runs_once(loop)
+
+    def loop_runs_once(self, loop: Loop) -> bool:
+        """Does an unconditional ``break`` / ``return`` / ``raise`` end the loop's first iteration?
+        A one-shot loop, or a retry loop whose ``try:`` body breaks out on success: its body
+        runs again only after a failure."""
+        if "once" not in loop._memo:
+            loop._memo["once"] = any(
+                type(stmt) in (cst.Break, cst.Return, cst.Raise) and ctx.loop is loop and ctx.guard is None
+                for stmt, ctx in self.statements_in_loop(loop)
+            )
+        return loop._memo["once"]
+
+    def runs_every_step(self, ctx: Context) -> bool:
+        """Does the statement run on every iteration of a loop that makes training / inference
+        steps (see ``is_step_loop``)? What per-step costs (a cache flush, a collection, an
+        allocation) are judged by."""
+        return self.runs_every_iteration(ctx) and self.is_step_loop(ctx.loop)
+
+    def is_step_loop(self, loop: Loop) -> bool:
+        """Does each iteration make one step: a forward pass (``model(x)``, ``self(x)``), a
+        ``backward()`` or an optimizer step in the loop's own body (not in a loop nested in it),
+        or a header that goes over batches or steps (``for batch in loader``,
+        ``while step < max_steps``) without a nested loop that makes the steps? Outer loops
+        (epochs over batches, checkpoint shards over their tensors, profiled operations over
+        timing repeats) and loops over things (models, devices, files) are not step loops."""
+        if "step" in loop._memo:
+            return loop._memo["step"]
+        loop._memo["step"] = False  # recursion guard
+        own_work = False
+        nested = []
+        for stmt, ctx in self.statements_in_loop(loop):
+            if ctx.loop is not loop:
+                continue
+            if type(stmt) in (cst.For, cst.While):
+                nested.append(self.loops[id(stmt)])
+                continue
+            if any(self._makes_step(call, ctx) for call in self.calls_in(stmt)):
+                own_work = True
+                break
+        node = loop.node
+        if type(node) is cst.For:
+            header = (_names_match(STEP_TARGET_RE, node.target) or _names_match(STEP_SOURCE_RE, node.iter)
+                      or _is_batch_stride(node.iter))
+        else:
+            header = _names_match(STEP_TARGET_RE, node.test)
+        result = own_work or (header and not any(self.is_step_loop(inner) for inner in nested))
+        loop._memo["step"] = result
+        return result
+
+    def _makes_step(self, call, ctx: Context) -> bool:
+        func = call.func
+        if call_name(call) in BACKWARD_FUNCTIONS:
+            return True
+        if type(func) is cst.Name and func.value == "self":
+            return True  # a module calling its own forward (a decoding loop)
+        return self.is_module(func, ctx) or self.stepped_optimizer(call, ctx) is not None
+
+    def straight_line(self, stmt, ctx: Context) -> tuple[list, int] | None:
+        """The statements that run, in order, on every pass through the block holding the small
+        statement ``stmt`` within one iteration of its innermost loop (or one call of its
+        function), and ``stmt``'s index among them. ``with`` and ``try`` bodies are inlined;
+        other compound statements (``if``, nested loops, ``def``) are single opaque items whose
+        own blocks are other sequences (see ``branch_parent``)."""
+        if ctx.loops:
+            root = ctx.loop.node
+        elif ctx.scope.kind == "function":
+            root = ctx.scope.node
+        else:
+            root = self.module
+        memo = self._sequences_memo.get(id(root))
+        if memo is None:
+            memo = {}
+            self._sequences(root.body, [], memo)
+            self._sequences_memo[id(root)] = memo
+        sequence = memo.get(id(stmt))
+        if sequence is None:
+            return None
+        return sequence, next(index for index, item in enumerate(sequence) if item is stmt)
+
+    def _sequences(self, block, current: list, memo: dict) -> None:
+        statements = block if isinstance(block, (list, tuple)) else block.body
+        for stmt in statements:
+            kind = type(stmt)
+            if kind is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    current.append(small)
+                    memo[id(small)] = current
+            elif isinstance(stmt, cst.BaseSmallStatement):  # the body of `if x: a(); b()`
+                current.append(stmt)
+                memo[id(stmt)] = current
+            elif kind is cst.With:
+                self._sequences(stmt.body, current, memo)
+            elif kind in (cst.Try, cst.TryStar):
+                self._sequences(stmt.body, current, memo)
+                # handlers, else and finally run conditionally or out of order: opaque items
+                for extra in (*stmt.handlers, stmt.orelse, stmt.finalbody):
+                    if extra is not None:
+                        current.append(extra)
+                        self._sequences(extra.body, [], memo)
+            elif kind is cst.If:
+                current.append(stmt)
+                branch = stmt
+                while type(branch) is cst.If:
+                    self._sequences(branch.body, self._branch(current), memo)
+                    branch = branch.orelse
+                if branch is not None:
+                    self._sequences(branch.body, self._branch(current), memo)
+            elif kind is cst.Match:
+                current.append(stmt)
+                for case in stmt.cases:
+                    self._sequences(case.body, self._branch(current), memo)
+            else:  # loops (their bodies are other iterations), def, class
+                current.append(stmt)
+
+    def _branch(self, parent: list) -> list:
+        sequence: list = []
+        self._branch_parents[id(sequence)] = (sequence, parent, len(parent) - 1)  # keeps the id valid
+        return sequence
+
+    def branch_parent(self, sequence: list) -> tuple[list, int] | None:
+        """For the sequence of an ``if`` / ``elif`` / ``else`` branch or a ``match`` case: the
+        sequence holding that ``if`` / ``match`` statement and its index there. What precedes it
+        there ran before every statement of the branch. None for other sequences."""
+        found = self._branch_parents.get(id(sequence))
+        return found[1:] if found is not None else None
+
+    def calls_within(self, node) -> list:
+        """Every call anywhere under ``node``, nested blocks included (for opaque compound
+        statements of a straight-line sequence)."""
+        if type(node) in (cst.FunctionDef, cst.ClassDef):
+            return []
+        return [item for item in iter_expression_nodes(node) if type(item) is cst.Call]
+
+

@@ -1,0 +1,56 @@
+"""Grad mode: does autograd record at a statement (no_grad blocks and decorators, callers that
+all disable grad)?"""
+
+from __future__ import annotations
+
+
+from torchlint.lazy import cst
+from torchlint.analysis.vocabulary import GradMode
+from torchlint.analysis.scopes import Context, Scope
+
+
+class GradModeQueries:
+    # ------------------------------------------------------------------ grad mode
+
+    def grad_enabled(self, ctx: Context) -> bool:
+        """Autograd records at ``ctx``: not under no_grad, and the function is not one that every
+        caller in this module calls with grad disabled."""
+        if ctx.grad is not GradMode.ENABLED:
+            return False
+        scope = ctx.scope
+        return not (scope.kind == "function" and self.all_calls_grad_disabled(scope))
+
+    def all_calls_grad_disabled(self, scope: Scope) -> bool:
+        """True when the function has callers in this module and every one of them runs with
+        grad disabled (e.g. ``evaluate()`` only ever called inside ``with torch.no_grad():``)."""
+        name = scope.name
+        is_method = scope.parent is not None and scope.parent.kind == "class"
+        memo_key = (name, is_method)
+        if memo_key in self._callers_memo:
+            return self._callers_memo[memo_key]
+        self._callers_memo[memo_key] = False  # recursion guard
+        if self.source is not None and self.source.count(f"{name}(") <= self.source.count(f"def {name}("):
+            return False  # its name is never followed by "(" but in its definitions: no caller here
+        found = False
+        disabled = True
+        for stmt_list in self.statements_by_type.values():
+            for stmt, ctx in stmt_list:
+                for call in self.calls_in(stmt):
+                    func = call.func
+                    if is_method:
+                        hit = type(func) is cst.Attribute and func.attr.value == name
+                    else:
+                        hit = type(func) is cst.Name and func.value == name
+                    if not hit:
+                        continue
+                    if ctx.scope is scope:  # recursion (or super().__init__()) says nothing about callers
+                        continue
+                    found = True
+                    if ctx.grad is GradMode.ENABLED and not (
+                        ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
+                    ):
+                        disabled = False
+        result = found and disabled
+        self._callers_memo[memo_key] = result
+        return result
+

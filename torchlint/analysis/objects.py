@@ -1,0 +1,206 @@
+"""What a value is, by evidence: a module (a forward pass when called), an optimizer, a grad
+scaler."""
+
+from __future__ import annotations
+
+
+from torchlint.lazy import cst
+from torchlint.analysis.vocabulary import CLEARING_CALL_RE, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
+from torchlint.analysis.syntax import _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part
+from torchlint.analysis.scopes import Binding, Context, Loop
+
+
+class ModuleQueries:
+    def is_module(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` a module or loss function, so that calling it runs a forward pass?"""
+        kind = type(expr)
+        if kind is cst.Subscript:  # self.blocks[i](x)
+            return self.is_module(expr.value, ctx)
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        binding = self.lookup(key, ctx)
+        if binding is not None and binding.kind in ("def", "class", "import"):
+            # a function named like build_model() is not a module; a class is called to build one
+            return binding.kind == "import" and self.is_module_class(expr) and not key[:1].isupper()
+        if binding is not None and binding.kind == "assign":
+            memo = self._module_memo
+            if id(binding) not in memo:
+                memo[id(binding)] = False
+                memo[id(binding)] = self._binding_is_module(binding)
+            if memo[id(binding)]:
+                return True
+        return is_conventional_module_name(last_part(key))
+
+    def _binding_is_module(self, binding: Binding) -> bool:
+        if binding.kind == "param":
+            return False
+        if binding.kind != "assign" or binding.element:
+            return False
+        value = binding.value
+        # Net().to(device).eval() is still the module
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_PASS_THROUGH_METHODS:
+            value = value.func.value
+        if type(value) is not cst.Call:
+            return type(value) in (cst.Name, cst.Attribute) and self.is_module(value, binding.ctx)
+        return self.is_module_class(value.func) or (
+            self.qualified_name(value.func) == "torch.compile" and bool(value.args)
+            and self.is_module(value.args[0].value, binding.ctx)
+        )
+
+    def is_module_class(self, expr) -> bool:
+        """Does calling ``expr`` construct a module: ``nn.Linear``, a local ``nn.Module`` subclass,
+        an imported class named like ``ResNetModel`` / ``FocalLoss``?"""
+        qualified = self.qualified_name(expr)
+        if qualified is not None:
+            if qualified.startswith("torch.nn.") and last_part(qualified)[:1].isupper():
+                return True
+        name = dotted_name(expr)
+        if name is None:
+            return False
+        tail = last_part(name)
+        if "." not in name and name in self.local_classes:
+            return self._local_class_is_module(name, set())
+        return bool(tail[:1].isupper() and MODULE_CLASS_RE.search(tail))
+
+    def _local_class_is_module(self, name: str, seen: set[str]) -> bool:
+        if name in seen:
+            return False
+        seen.add(name)
+        node = self.local_classes[name]
+        for base in node.bases:
+            base_name = dotted_name(base.value)
+            if base_name is None:
+                continue
+            if "." not in base_name and base_name in self.local_classes:
+                if self._local_class_is_module(base_name, seen):
+                    return True
+                continue
+            qualified = self.qualified_name(base.value) or base_name
+            if qualified.startswith("torch.nn.") or MODULE_CLASS_RE.search(last_part(base_name)):
+                return True
+        return False
+
+
+
+class OptimizerQueries:
+    # ------------------------------------------------------------------ optimizers and gradients
+
+    def is_optimizer(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` an optimizer: named like one (``optimizer``, ``opt_d``, ``self.actor.optimizer``,
+        ``optimizers[i]``), or bound to ``torch.optim.*``, a class named ``*Optimizer``, a
+        ``create_optimizer(...)`` factory, or the loop variable of ``for o in optimizers``?"""
+        if type(expr) is cst.Subscript:
+            key = dotted_name(expr.value)
+            return key is not None and looks_like_optimizer(last_part(key), plural=True)
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        if looks_like_optimizer(last_part(key)):
+            return True
+        binding = self.lookup(key, ctx)
+        if binding is None:
+            return False
+        if binding.kind == "for":
+            iterable = binding.value
+            if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute:
+                iterable = iterable.func.value  # optimizers.values()
+            name = dotted_name(iterable)
+            return name is not None and looks_like_optimizer(last_part(name), plural=True)
+        return self.optimizer_construction(binding) is not None
+
+    def optimizer_construction(self, binding: Binding):
+        """The call that built the optimizer ``binding`` holds (``torch.optim.AdamW(...)``,
+        ``DPOptimizer(...)``, ``create_optimizer_v2(...)``), else None."""
+        if binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+            return None
+        func = binding.value.func
+        qualified = self.qualified_name(func) or ""
+        name = last_part(dotted_name(func) or "")
+        if qualified.startswith("torch.optim.") and "." not in qualified[12:] and name[:1].isupper():
+            return binding.value  # torch.optim.SGD, not torch.optim.lr_scheduler.StepLR
+        if name in OPTIMIZER_CLASSES or OPTIMIZER_CLASS_RE.search(name) or looks_like_optimizer(name):
+            return binding.value
+        return None
+
+    def is_grad_scaler(self, expr, ctx: Context) -> bool:
+        """``scaler`` / ``self.grad_scaler`` / a name bound to ``torch.amp.GradScaler(...)``."""
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        if "scaler" in name_words(last_part(key)):
+            return True
+        binding = self.lookup(key, ctx)
+        return (
+            binding is not None and binding.kind == "assign" and type(binding.value) is cst.Call
+            and (dotted_name(binding.value.func) or "").endswith("GradScaler")
+        )
+
+    def stepped_optimizer(self, call, ctx: Context):
+        """The optimizer a call steps: ``opt.step()`` -> ``opt``, ``scaler.step(opt)`` -> ``opt``.
+        None for anything else: ``scheduler.step()``, ``env.step(action)``, ``ema.step()`` and
+        ``opt.step(closure)`` (the closure recomputes, and usually clears, the gradients)."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value != "step":
+            return None
+        receiver = func.value
+        if not call.args:
+            return receiver if self.is_optimizer(receiver, ctx) else None
+        positional = call_arguments(call)
+        if len(call.args) != 1 or len(positional) != 1:
+            return None
+        if self.is_grad_scaler(receiver, ctx):
+            return positional[0]
+        receiver_name = dotted_name(receiver) or ""
+        if self.is_optimizer(positional[0], ctx) and not any(
+            word in NOT_OPTIMIZER_WORDS for word in name_words(last_part(receiver_name))
+        ):
+            return positional[0]  # a wrapper stepping the optimizer it is given
+        return None
+
+    def gradient_clearings(self, stmt) -> list:
+        """How a statement clears gradients, one entry per clearing: the receiver of
+        ``opt.zero_grad()`` / ``model.zero_grad()``, or None where what it covers is unknown
+        (``p.grad = None``, ``del p.grad``, ``p.grad.zero_()``, ``zero_grads(model)``,
+        ``set_to_none=...``). Empty when it clears nothing."""
+        found = []
+        kind = type(stmt)
+        if kind in (cst.Assign, cst.AnnAssign, cst.Del):
+            targets = [t.target for t in stmt.targets] if kind is cst.Assign else (
+                [stmt.target] if kind is cst.AnnAssign else [e.value for e in _del_targets(stmt)])
+            if any(_is_grad_attribute(target) for target in targets):
+                found.append(None)
+        for call in self.calls_in(stmt):
+            func = call.func
+            name = call_name(call) or ""
+            if CLEARING_CALL_RE.search(name) and not name.startswith(("on_", "_on_", "test_")):
+                found.append(func.value if name == "zero_grad" and type(func) is cst.Attribute else None)
+            elif name in GRAD_OVERWRITING_METHODS and type(func) is cst.Attribute and _is_grad_chain(func.value):
+                found.append(None)
+            elif keyword_argument(call, "set_to_none") is not None:
+                found.append(None)
+        return found
+
+    def loop_gradient_clearings(self, loop: Loop) -> list[tuple[object, Context]]:
+        """Every gradient clearing in the loop's body (nested loops included) with its context."""
+        if "clearings" not in loop._memo:
+            loop._memo["clearings"] = [
+                (receiver, ctx)
+                for stmt, ctx in self.statements_in_loop(loop)
+                for receiver in self.gradient_clearings(stmt)
+            ]
+        return loop._memo["clearings"]
+
+    def distinct_optimizers(self, first, first_ctx: Context, second, second_ctx: Context) -> bool:
+        """Are two optimizer expressions known to be different objects: different names, each bound
+        to its own construction (``opt_g = Adam(G.parameters())``, ``opt_d = Adam(D.parameters())``,
+        or ``opt_g, opt_d = self.optimizers()``)? False when either may be an alias of the other."""
+        first_key, second_key = dotted_name(first), dotted_name(second)
+        if first_key is None or second_key is None or first_key == second_key:
+            return False
+        bindings = [self.lookup(first_key, first_ctx), self.lookup(second_key, second_ctx)]
+        return all(
+            binding is not None and binding.kind == "assign" and type(binding.value) is cst.Call
+            for binding in bindings
+        )
+

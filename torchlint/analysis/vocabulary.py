@@ -1,0 +1,138 @@
+"""The words of PyTorch code torchlint knows: names of detaching, differentiable and in-place
+methods, module and optimizer naming conventions, framework hooks."""
+
+from __future__ import annotations
+
+import enum
+import re
+
+
+
+class GradMode(enum.Enum):
+    ENABLED = "enabled"
+    DISABLED = "disabled"  # no_grad, inference_mode, set_grad_enabled(False), Lightning eval hooks
+    UNKNOWN = "unknown"  # set_grad_enabled(<expression>): rules stay quiet
+
+
+# Substrings a file must contain for any value in it to count as graph-attached. Rules whose
+# findings need an attached value use these as their prefilter tokens.
+ATTACHMENT_TOKENS = (
+    "torch", "nn.", "F.", "backward", "Module", "Model", "Net", "Loss", "Encoder", "Decoder",
+    "Classifier",
+    "model", "net", "criterion", "loss", "classifier", "encoder", "decoder", "generator",
+    "discriminator", "backbone", "critic", "actor", "head", "teacher", "student",
+)
+
+# Names that conventionally hold a module or a loss function: calling them is a forward pass.
+# The first group also counts as a suffix (text_encoder, ema_model, q_net); the second only as
+# the whole name (a `data_generator()` is a Python generator, not a GAN's).
+CONVENTIONAL_MODULE_RE = re.compile(
+    r"^(?!_*(?:get|build|create|load|make|init|initialize|save|setup|set|prepare|wrap|unwrap|"
+    r"train|eval|evaluate|compile|export|freeze|unfreeze|copy|update|convert|print|log|register|"
+    r"replace|patch|resolve|fetch|download|reset|is|has|to|from|apply|check|find|select|"
+    r"construct|instantiate|default|profile|infer|run|test|benchmark|count|wrapped)_)"
+    r"_*(?:[a-z0-9]+_)*(?:model|net|network|criterion|loss_fn|loss_func|loss_function|lossfn|"
+    r"classifier|encoder|decoder|backbone)$"
+    r"|^_*(?:generator|discriminator|critic|actor|head|teacher|student|policy_net)$|^net[A-Z]\w*$"
+)
+# Imported (not locally defined) classes whose name says they build a module.
+MODULE_CLASS_RE = re.compile(r"(?:Model|Net|Network|Module|Loss|Encoder|Decoder|Classifier)$")
+LIGHTNING_NO_GRAD_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+
+DETACHING_METHODS = frozenset({"item", "tolist", "detach", "detach_", "numpy", "__len__"})
+NON_DIFFERENTIABLE_METHODS = frozenset({
+    "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "long", "int", "bool",
+    "byte", "char", "short", "nonzero", "size", "dim", "numel", "element_size", "isnan",
+    "isinf", "isfinite", "all", "any", "equal", "data_ptr", "stride", "is_contiguous",
+    "get_device", "count_nonzero", "unique", "keys", "nelement", "ndimension", "type",
+})
+NON_GRAPH_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "data", "grad", "requires_grad", "ndim", "is_cuda", "is_leaf",
+    "grad_fn", "layout", "names", "itemsize", "nbytes",
+})
+TORCH_NON_DIFFERENTIABLE = frozenset({
+    "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf",
+    "isfinite", "numel", "is_tensor", "equal", "allclose", "isclose", "unique", "bucketize",
+    "searchsorted", "count_nonzero", "nonzero", "tensor", "from_numpy", "zeros", "ones", "empty",
+    "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace", "eye",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "randint_like", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled", "device",
+    "manual_seed", "is_grad_enabled", "save", "load",
+})
+# torch functions returning (values, indices): the indices carry no graph.
+TORCH_VALUES_INDICES = frozenset({"max", "min", "sort", "topk", "kthvalue", "mode", "median"})
+PASS_THROUGH_BUILTINS = frozenset({"sum", "max", "min", "abs", "list", "tuple", "sorted", "reversed", "dict"})
+LOSS_FUNCTIONAL_RE = re.compile(r"(?:_loss|cross_entropy|kl_div|nll_loss|binary_cross_entropy\w*|_embedding)$")
+MODULE_PASS_THROUGH_METHODS = frozenset({
+    "to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16",
+    "requires_grad_", "to_empty", "share_memory",
+})
+BACKWARD_FUNCTIONS = frozenset({"backward", "manual_backward"})
+# A loop goes over batches or steps when what it binds (or a while loop's test) is named like
+# one (``for batch in ...``, ``for step in ...``, ``while step < ...``) or what it iterates is a
+# loader or a collection of them (``for x, y in train_loader``, ``range(num_steps)``). Iterating
+# *a* batch (``for key in batch``) goes over its items.
+STEP_TARGET_RE = re.compile(r"batch|step|iteration|(?:^|_)iters?(?:$|_)", re.I)
+STEP_SOURCE_RE = re.compile(r"loader|batches|steps|iterations|(?:^|_)iters(?:$|_)", re.I)
+CONTAINER_WRITES = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "setdefault"})
+# Tensor methods named like in-place ops that change no values (or only metadata autograd allows).
+NON_MUTATING_INPLACE_METHODS = frozenset({"requires_grad_", "share_memory_", "detach_", "rename_"})
+# Methods returning a view of their receiver: an in-place op on the view changes the base.
+VIEW_METHODS = frozenset({
+    "view", "view_as", "unsqueeze", "squeeze", "transpose", "permute", "t", "narrow", "select",
+    "unflatten", "diagonal", "movedim", "swapaxes",
+})
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+# torch.nn layers that own `weight` / `bias` parameters.
+PARAMETERISED_LAYERS = frozenset({
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "PReLU",
+})
+
+# Optimizers are recognised by name (`optimizer`, `opt_d`, `optimizerG`, `self.actor.optimizer`)
+# or by what they are built from; these words make an optimizer-ish name something else.
+OPTIMIZER_WORDS = frozenset({"optimizer", "optimiser", "optim", "opt"})
+OPTIMIZER_PLURAL_WORDS = frozenset({"optimizers", "optimisers", "optims", "opts"})
+NOT_OPTIMIZER_WORDS = frozenset({
+    "sched", "scheduler", "schedulers", "lr", "warmup", "config", "cfg", "cls", "class", "kwargs",
+    "args", "state", "step", "steps", "closure", "hook", "hooks", "fn", "func", "builder",
+    "factory", "name", "level", "type", "idx", "index",
+})
+OPTIMIZER_CLASSES = frozenset({
+    "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "ASGD", "LBFGS", "NAdam", "RAdam",
+    "RMSprop", "Rprop", "SparseAdam", "Adafactor", "Lion", "Lamb", "LAMB", "LARS", "Muon",
+    "Adan", "AdaBelief", "Shampoo", "SophiaG", "Lookahead", "FusedAdam", "FusedLAMB",
+})
+OPTIMIZER_CLASS_RE = re.compile(r"(?:Optimizer|Optimiser)$")
+# Calls that clear gradients by their name: zero_grad(), zero_grads(model), clear_grad(),
+# optimizer_zero_grad(...), reset_grads(), set_grads_to_none(...)
+CLEARING_CALL_RE = re.compile(
+    r"(?:zero|clear|reset|null|none)_?(?:all_|the_)?grad|grads?_(?:to_)?(?:zero|none|clear|reset)", re.I
+)
+# In-place methods that overwrite a `.grad` tensor: `p.grad.zero_()`, `p.grad.copy_(g)`
+GRAD_OVERWRITING_METHODS = frozenset({"zero_", "fill_", "copy_"})
+_WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def name_words(name: str) -> list[str]:
+    """``optimizerG`` -> [optimizer, g]; ``d_opt2`` -> [d, opt]; ``ZeroRedundancyOptimizer`` -> [...]"""
+    return [word.lower() for word in _WORD_RE.findall(name)]
+
+
+def looks_like_optimizer(name: str, plural: bool = False) -> bool:
+    """Is a (last) name part named like an optimizer: ``optimizer``, ``opt_g``, ``optimizerD``,
+    ``actor_optimizer``, ``opt1`` (``optimizers`` / ``opts`` too with ``plural``)?"""
+    words = name_words(name)
+    accepted = OPTIMIZER_WORDS | OPTIMIZER_PLURAL_WORDS if plural else OPTIMIZER_WORDS
+    return any(word in accepted for word in words) and not any(word in NOT_OPTIMIZER_WORDS for word in words)
+
+_CONVENTIONAL_ROOTS = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+
+
+def is_conventional_module_name(name: str) -> bool:
+    return CONVENTIONAL_MODULE_RE.match(name) is not None
+
+
+_BATCH_RE = re.compile("batch", re.I)
+

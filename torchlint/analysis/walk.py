@@ -1,0 +1,332 @@
+"""The single walk over a module's statements: scopes, loops, grad mode, bindings, container
+stores and imports; name lookup."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from torchlint.lazy import cst
+from torchlint.analysis.vocabulary import CONTAINER_WRITES, GradMode, LIGHTNING_NO_GRAD_HOOKS, _CONVENTIONAL_ROOTS
+from torchlint.analysis.syntax import _literal_grad_mode, _merge, dotted_name, last_part, storage_key
+from torchlint.analysis.scopes import Binding, Context, Loop, Scope
+
+
+class ModuleWalk:
+    """The walk and its records; the query mixins of the package build on them."""
+
+    def __init__(self, module, path: str = "<unknown>", source: str | None = None) -> None:
+        self.module = module
+        self.path = path
+        # The file's text, when the caller has it: a substring test answers "can this module
+        # contain X at all?" far faster than walking its expressions.
+        self.source = source
+        self.imports: dict[str, str] = {}
+        self.statements_by_type: dict[str, list[tuple[object, Context]]] = defaultdict(list)
+        self.scopes: dict[int, Scope] = {}  # id(FunctionDef/ClassDef) -> Scope
+        self.loops: dict[int, Loop] = {}  # id(For/While) -> Loop
+        self.local_classes: dict[str, object] = {}
+        self._order = 0
+        self._attached_memo: dict[int, bool] = {}
+        self._module_memo: dict[int, bool] = {}
+        self._callers_memo: dict[tuple[str, bool], bool] = {}
+        self._calls_memo: dict[int, list] = {}
+        self._grad_leaf_memo: dict[int, bool] = {}
+        self._switches: dict | None = None
+        self._sequences_memo: dict[int, dict] = {}
+        self._branch_parents: dict[int, tuple[list, list, int]] = {}
+        self.module_scope = Scope(module, "module", None, None, GradMode.ENABLED)
+        self._collect_top_level_imports(module.body)
+        self._walk_block(module.body, self.module_scope, (), GradMode.ENABLED, None, False)
+
+    # ------------------------------------------------------------------ rules
+
+    def run(self, rule) -> None:
+        """Call the rule's ``visit_<StatementType>(node, ctx)`` methods on every statement."""
+        for attribute in dir(type(rule)):
+            if attribute.startswith("visit_"):
+                handler = getattr(rule, attribute)
+                for node, ctx in self.statements_by_type.get(attribute[6:], ()):
+                    handler(node, ctx)
+
+    def may_contain(self, text: str) -> bool:
+        """False only when the module's source certainly does not contain ``text``."""
+        return self.source is None or text in self.source
+
+    def code(self, node, limit: int = 80) -> str:
+        text = " ".join(self.module.code_for_node(node).split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    # ------------------------------------------------------------------ the walk
+
+    def _collect_top_level_imports(self, statements) -> None:
+        for stmt in statements:
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if type(small) in (cst.Import, cst.ImportFrom):
+                        self._record_import(small)
+            elif type(stmt) in (cst.If, cst.Try):
+                self._collect_top_level_imports(stmt.body.body)
+                for handler in getattr(stmt, "handlers", ()):
+                    self._collect_top_level_imports(handler.body.body)
+                orelse = stmt.orelse
+                while orelse is not None:
+                    self._collect_top_level_imports(orelse.body.body)
+                    orelse = getattr(orelse, "orelse", None)
+
+    def _record_import(self, node) -> list[str]:
+        bound = []
+        if type(node) is cst.Import:
+            for alias in node.names:
+                full = dotted_name(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None:
+                    local = dotted_name(alias.asname.name)
+                    if local:
+                        self.imports[local] = full
+                        bound.append(local)
+                else:
+                    root = full.partition(".")[0]
+                    self.imports[root] = root
+                    bound.append(root)
+            return bound
+        if isinstance(node.names, cst.ImportStar):
+            return bound
+        base = dotted_name(node.module) if node.module is not None else ""
+        prefix = "." * len(node.relative) + (base or "")
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is None:
+                continue
+            local = dotted_name(alias.asname.name) if alias.asname is not None else name
+            if local:
+                self.imports[local] = f"{prefix}.{name}" if prefix and not prefix.endswith(".") else prefix + name
+                bound.append(local)
+        return bound
+
+    def _context(self, stmt, scope: Scope, loops, grad, guard, in_finally) -> Context:
+        self._order += 1
+        ctx = Context(scope, loops, grad, guard, self._order, in_finally)
+        self.statements_by_type[type(stmt).__name__].append((stmt, ctx))
+        scope.statements.append((stmt, ctx))
+        return ctx
+
+    def _walk_block(self, statements, scope, loops, grad, guard, in_finally) -> GradMode:
+        """Walk a statement list; returns the grad mode in force after it (the statement form
+        ``torch.set_grad_enabled(False)`` changes it for the statements that follow)."""
+        for stmt in statements:
+            kind = type(stmt)
+            if kind is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    grad = self._small_statement(small, scope, loops, grad, guard, in_finally)
+            else:
+                grad = self._compound_statement(stmt, scope, loops, grad, guard, in_finally)
+        return grad
+
+    def _walk_suite(self, suite, scope, loops, grad, guard, in_finally) -> GradMode:
+        if type(suite) is cst.SimpleStatementSuite:
+            for small in suite.body:
+                grad = self._small_statement(small, scope, loops, grad, guard, in_finally)
+            return grad
+        return self._walk_block(suite.body, scope, loops, grad, guard, in_finally)
+
+    def _small_statement(self, stmt, scope, loops, grad, guard, in_finally) -> GradMode:
+        ctx = self._context(stmt, scope, loops, grad, guard, in_finally)
+        kind = type(stmt)
+        if kind is cst.Assign:
+            for target in stmt.targets:
+                if type(target.target) is cst.Subscript:
+                    key = storage_key(target.target)
+                    if key is not None:
+                        scope.stores[key].append(stmt.value)
+                else:
+                    self._bind_target(target.target, "assign", stmt.value, (), stmt, ctx)
+        elif kind is cst.AnnAssign:
+            if stmt.value is not None:
+                self._bind_target(stmt.target, "assign", stmt.value, (), stmt, ctx)
+        elif kind is cst.AugAssign:
+            self._bind_target(stmt.target, "augassign", stmt, (), stmt, ctx)
+        elif kind is cst.Expr:
+            call = stmt.value
+            if type(call) is cst.Call:
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value in CONTAINER_WRITES and call.args:
+                    key = storage_key(func.value)
+                    if key is not None:
+                        scope.stores[key].extend(arg.value for arg in call.args)
+                return self._statement_grad_switch(call, grad)
+        elif kind in (cst.Import, cst.ImportFrom):
+            for local in self._record_import(stmt):
+                self._bind(local, "import", None, (), stmt, ctx)
+        return grad
+
+    def _statement_grad_switch(self, call, grad: GradMode) -> GradMode:
+        """``torch.set_grad_enabled(False)`` as a statement switches grad mode from here on."""
+        name = self.qualified_name(call.func)
+        if name != "torch.set_grad_enabled" or not call.args:
+            return grad
+        return _literal_grad_mode(call.args[0].value)
+
+    def _compound_statement(self, stmt, scope, loops, grad, guard, in_finally) -> GradMode:
+        kind = type(stmt)
+        if kind is cst.FunctionDef:
+            self._function(stmt, scope, loops, grad, guard, in_finally)
+        elif kind is cst.ClassDef:
+            ctx = self._context(stmt, scope, loops, grad, guard, in_finally)
+            self._bind(stmt.name.value, "class", stmt, (), stmt, ctx)
+            if scope.kind == "module":
+                self.local_classes[stmt.name.value] = stmt
+            class_scope = Scope(stmt, "class", scope, None, grad)
+            self.scopes[id(stmt)] = class_scope
+            self._walk_suite(stmt.body, class_scope, (), grad, None, False)
+        elif kind in (cst.For, cst.While):
+            ctx = self._context(stmt, scope, loops, grad, guard, in_finally)
+            if kind is cst.For:
+                self._bind_target(stmt.target, "for", stmt.iter, (), stmt, ctx)
+            loop = Loop(stmt, scope, ctx.order)
+            self.loops[id(stmt)] = loop
+            after = self._walk_suite(stmt.body, scope, loops + (loop,), grad, None, False)
+            loop.end = self._order
+            if stmt.orelse is not None:
+                after = self._walk_suite(stmt.orelse.body, scope, loops, after, stmt.orelse, in_finally)
+            return _merge(grad, after)
+        elif kind is cst.If:
+            self._context(stmt, scope, loops, grad, guard, in_finally)
+            after = self._walk_suite(stmt.body, scope, loops, grad, stmt, in_finally)
+            orelse, other = stmt.orelse, grad
+            if type(orelse) is cst.If:
+                other = self._compound_statement(orelse, scope, loops, grad, stmt, in_finally)
+            elif orelse is not None:
+                other = self._walk_suite(orelse.body, scope, loops, grad, stmt, in_finally)
+            return _merge(after, other)
+        elif kind is cst.With:
+            ctx = self._context(stmt, scope, loops, grad, guard, in_finally)
+            inner = grad
+            for item in stmt.items:
+                inner = self._with_item_grad(item.item, inner)
+                if item.asname is not None:
+                    self._bind_target(item.asname.name, "with", item.item, (), stmt, ctx)
+            self._walk_suite(stmt.body, scope, loops, inner, guard, in_finally)
+        elif kind in (cst.Try, cst.TryStar):
+            self._context(stmt, scope, loops, grad, guard, in_finally)
+            after = self._walk_suite(stmt.body, scope, loops, grad, guard, in_finally)
+            for handler in stmt.handlers:
+                handler_ctx = self._context(handler, scope, loops, grad, handler, in_finally)
+                if handler.name is not None:
+                    self._bind_target(handler.name.name, "except", None, (), handler, handler_ctx)
+                self._walk_suite(handler.body, scope, loops, grad, handler, in_finally)
+            if stmt.orelse is not None:
+                after = self._walk_suite(stmt.orelse.body, scope, loops, after, guard, in_finally)
+            if stmt.finalbody is not None:
+                after = self._walk_suite(stmt.finalbody.body, scope, loops, after, guard, True)
+            return _merge(grad, after)
+        elif kind is cst.Match:
+            self._context(stmt, scope, loops, grad, guard, in_finally)
+            for case in stmt.cases:
+                self._walk_suite(case.body, scope, loops, grad, case, in_finally)
+        else:  # statements a newer libcst adds: record them, walk nothing
+            self._context(stmt, scope, loops, grad, guard, in_finally)
+        return grad
+
+    def _function(self, node, scope, loops, grad, guard, in_finally) -> None:
+        ctx = self._context(node, scope, loops, grad, guard, in_finally)
+        self._bind(node.name.value, "def", node, (), node, ctx)
+        class_scope = scope if scope.kind == "class" else scope.class_scope
+        body_grad = GradMode.ENABLED
+        if scope.kind == "class" and node.name.value in LIGHTNING_NO_GRAD_HOOKS:
+            body_grad = GradMode.DISABLED  # Lightning runs these hooks under no_grad
+        for decorator in node.decorators:
+            body_grad = self._with_item_grad(decorator.decorator, body_grad)
+        function_scope = Scope(node, "function", scope, class_scope, body_grad)
+        self.scopes[id(node)] = function_scope
+        params = node.params
+        param_ctx = Context(function_scope, (), body_grad, None, ctx.order)
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self._bind(param.name.value, "param", None, (), node, param_ctx)
+        for param in (params.star_arg, params.star_kwarg):
+            if isinstance(param, cst.Param):
+                self._bind(param.name.value, "param", None, (), node, param_ctx)
+        self._walk_suite(node.body, function_scope, (), body_grad, None, False)
+
+    def _with_item_grad(self, expr, grad: GradMode) -> GradMode:
+        """Grad mode inside ``with expr:`` (or under decorator ``@expr``)."""
+        call = expr if type(expr) is cst.Call else None
+        target = call.func if call is not None else expr
+        name = self.qualified_name(target) or dotted_name(target) or ""
+        tail = last_part(name)
+        if name == "torch.set_grad_enabled" and call is not None and call.args:
+            return _literal_grad_mode(call.args[0].value)
+        if name == "torch.inference_mode" and call is not None and call.args:
+            mode = _literal_grad_mode(call.args[0].value)  # inference_mode(False) keeps autograd on
+            return {GradMode.ENABLED: GradMode.DISABLED, GradMode.DISABLED: grad}.get(mode, GradMode.UNKNOWN)
+        if tail.endswith("no_grad") or tail.endswith("inference_mode"):
+            return GradMode.DISABLED
+        if name == "torch.enable_grad":
+            return GradMode.ENABLED
+        return grad
+
+    def _bind_target(self, target, kind, value, element, stmt, ctx) -> None:
+        target_type = type(target)
+        if target_type in (cst.Tuple, cst.List):
+            for index, item in enumerate(target.elements):
+                inner = item.value
+                if type(item) is cst.StarredElement:
+                    self._bind_target(inner, kind, value, element + (-1,), stmt, ctx)
+                else:
+                    self._bind_target(inner, kind, value, element + (index,), stmt, ctx)
+            return
+        if target_type is cst.StarredElement:
+            self._bind_target(target.value, kind, value, element + (-1,), stmt, ctx)
+            return
+        key = dotted_name(target)
+        if key is not None:
+            self._bind(key, kind, value, element, stmt, ctx)
+
+    def _bind(self, key, kind, value, element, stmt, ctx: Context) -> None:
+        binding = Binding(key, kind, value, element, stmt, ctx)
+        ctx.scope.bindings[key].append(binding)
+        if key.startswith("self.") and ctx.scope.class_scope is not None:
+            ctx.scope.class_scope.bindings[key].append(binding)
+
+    # ------------------------------------------------------------------ names
+
+    def qualified_name(self, node) -> str | None:
+        """``torch.nn.functional.relu`` for ``F.relu`` (after ``import torch.nn.functional as F``).
+
+        Unimported ``torch`` / ``nn`` / ``F`` prefixes are taken at their conventional meaning."""
+        name = dotted_name(node)
+        if name is None:
+            return None
+        root, _, rest = name.partition(".")
+        resolved = self.imports.get(root) or _CONVENTIONAL_ROOTS.get(root)
+        if resolved is None:
+            return None
+        return f"{resolved}.{rest}" if rest else resolved
+
+    def lookup(self, key: str, ctx: Context) -> Binding | None:
+        """The binding of ``key`` in force at ``ctx``: the latest earlier one in the statement's own
+        scope, else the latest anywhere in the class (for ``self.x``), enclosing functions or module."""
+        scope = ctx.scope
+        latest = None
+        for binding in scope.bindings.get(key, ()):
+            if binding.ctx.order < ctx.order:
+                latest = binding
+            else:
+                break
+        if latest is not None:
+            return latest
+        if key.startswith("self.") and scope.class_scope is not None:
+            found = scope.class_scope.bindings.get(key)
+            if found:
+                return found[-1]
+        outer = scope.parent
+        while outer is not None:
+            if outer.kind != "class":
+                found = outer.bindings.get(key)
+                if found:
+                    return found[-1]
+            outer = outer.parent
+        return None
+
+    def bindings_in(self, key: str, scope: Scope) -> list[Binding]:
+        return scope.bindings.get(key, [])
+
