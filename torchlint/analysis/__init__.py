@@ -94,11 +94,12 @@ from torchlint.analysis.flow import ControlFlowQueries
 from torchlint.analysis.grad import GradModeQueries
 from torchlint.analysis.inplace import InPlaceQueries
 from torchlint.analysis.objects import ModuleQueries, OptimizerQueries
+from torchlint.analysis.summaries import SummaryQueries
 from torchlint.analysis.walk import ModuleWalk
 
 
 class Analysis(
     ModuleWalk, GradModeQueries, ControlFlowQueries, AttachmentQueries, ModuleQueries,
-    OptimizerQueries, InPlaceQueries,
+    OptimizerQueries, InPlaceQueries, SummaryQueries,
 ):
     """Everything the rules may ask about one module."""

@@ -207,7 +207,7 @@ class AttachmentQueries:
                 return bool(arguments) and self._attached(arguments[0], ctx)
             return self._attached(iterable, ctx)
         if kind == "param":
-            return self._backpropagated(binding)
+            return self._backpropagated(binding) or self.parameter_hypothesis(binding)
         return False
 
     def _backpropagated(self, binding: Binding) -> bool:
@@ -259,7 +259,7 @@ class AttachmentQueries:
             name = func.value
             if name in PASS_THROUGH_BUILTINS and name not in self.imports:
                 return any(self._attached(arg.value, ctx) for arg in call.args)
-        return self.is_module(func, ctx)
+        return self.is_module(func, ctx) or self.call_returns_attached(call, ctx)
 
     def _torch_call_attached(self, qualified: str, call, ctx: Context) -> bool:
         name = last_part(qualified)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, STEP_SOURCE_RE, STEP_TARGET_RE
 from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_match, call_name, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
-from torchlint.analysis.scopes import Binding, Context, Loop
+from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
 
 class ControlFlowQueries:
@@ -90,7 +90,18 @@ class ControlFlowQueries:
         return False
 
     def loop_backpropagates(self, loop: Loop) -> bool:
-        return any(self.loop_calls(loop, name) for name in BACKWARD_FUNCTIONS)
+        """Does the loop call ``backward()``, in its body or in a module-defined function the
+        body calls (``loss = self.train_step(batch)``)?"""
+        if "backprop" not in loop._memo:
+            loop._memo["backprop"] = any(self.loop_calls(loop, name) for name in BACKWARD_FUNCTIONS) or any(
+                callee is not None and self.backpropagates(callee)
+                for stmt, ctx in self.statements_in_loop(loop)
+                for callee in self._callees(stmt, ctx)
+            )
+        return loop._memo["backprop"]
+
+    def _callees(self, stmt, ctx: Context) -> list:
+        return [self.called_function(call, ctx) for call in self.calls_in(stmt)]
 
     def runs_every_iteration(self, ctx: Context) -> bool:
         """Does the statement run on every iteration of its innermost loop? Not under an ``if`` /
@@ -127,6 +138,9 @@ class ControlFlowQueries:
         if "step" in loop._memo:
             return loop._memo["step"]
         loop._memo["step"] = False  # recursion guard
+        if loop.implicit is not None:
+            loop._memo["step"] = self.implicit_step_loop(loop)
+            return loop._memo["step"]
         own_work = False
         nested = []
         for stmt, ctx in self.statements_in_loop(loop):
@@ -154,7 +168,22 @@ class ControlFlowQueries:
             return True
         if type(func) is cst.Name and func.value == "self":
             return True  # a module calling its own forward (a decoding loop)
-        return self.is_module(func, ctx) or self.stepped_optimizer(call, ctx) is not None
+        if self.is_module(func, ctx) or self.stepped_optimizer(call, ctx) is not None:
+            return True
+        callee = self.called_function(call, ctx)
+        return callee is not None and self.makes_step_per_call(callee)
+
+    def makes_step_per_call(self, scope: Scope) -> bool:
+        """Does one call of the function make one step: a forward pass, ``backward()`` or an
+        optimizer step outside any loop of its own (``train_step(batch)``, not
+        ``train_one_epoch(loader)``)?"""
+        if "step_per_call" not in scope._memo:
+            scope._memo["step_per_call"] = False  # recursion guard
+            scope._memo["step_per_call"] = any(
+                all(loop.implicit is not None for loop in ctx.loops) and self._makes_step(call, ctx)
+                for call, ctx, _ in self.scope_calls(scope)
+            )
+        return scope._memo["step_per_call"]
 
     def straight_line(self, stmt, ctx: Context) -> tuple[list, int] | None:
         """The statements that run, in order, on every pass through the block holding the small

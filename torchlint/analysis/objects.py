@@ -8,6 +8,16 @@ from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import CLEARING_CALL_RE, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
 from torchlint.analysis.syntax import _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part
 from torchlint.analysis.scopes import Binding, Context, Loop
+from torchlint.analysis.vocabulary import (
+    MODULE_EVIDENCE_METHODS, MODULE_FACTORY_QUALIFIED, MODULE_FACTORY_RE,
+)
+import re
+
+MODULE_EVIDENCE_RE = re.compile(
+    r"(?<![\w.])((?:self\.)?[A-Za-z_]\w*)\.(?:" + "|".join(MODULE_EVIDENCE_METHODS) + r")\("
+)
+# receivers of those methods that are not modules: torch itself, data and frames
+NOT_MODULE_RECEIVERS = frozenset({"torch", "self", "np", "numpy", "pd", "df", "dataset", "data"})
 
 
 class ModuleQueries:
@@ -23,6 +33,14 @@ class ModuleQueries:
         if binding is not None and binding.kind in ("def", "class", "import"):
             # a function named like build_model() is not a module; a class is called to build one
             return binding.kind == "import" and self.is_module_class(expr) and not key[:1].isupper()
+        if key == "self":
+            # a module's own methods: self(x) is its forward pass
+            class_scope = ctx.scope.class_scope
+            return class_scope is not None and self.is_module_class(class_scope.node.name)
+        if binding is not None and self.parameter_hypothesis(binding):
+            return True
+        if key in self.module_evidence():
+            return True
         if binding is not None and binding.kind == "assign":
             memo = self._module_memo
             if id(binding) not in memo:
@@ -43,10 +61,37 @@ class ModuleQueries:
             value = value.func.value
         if type(value) is not cst.Call:
             return type(value) in (cst.Name, cst.Attribute) and self.is_module(value, binding.ctx)
+        if self.is_module_factory(value, binding.ctx):
+            return True
         return self.is_module_class(value.func) or (
             self.qualified_name(value.func) == "torch.compile" and bool(value.args)
             and self.is_module(value.args[0].value, binding.ctx)
         )
+
+    def module_evidence(self) -> frozenset[str]:
+        """Names (``net_g``, ``self.G``) that receive a method only modules have anywhere in the
+        module: ``net_g.eval()``, ``G.parameters()``, ``model.named_modules()``."""
+        if self._module_evidence is None:
+            if self.source is None:
+                self._module_evidence = frozenset()
+            else:
+                self._module_evidence = frozenset(
+                    match.group(1) for match in MODULE_EVIDENCE_RE.finditer(self.source)
+                    if match.group(1) not in NOT_MODULE_RECEIVERS
+                )
+        return self._module_evidence
+
+    def is_module_factory(self, call, ctx: Context) -> bool:
+        """Does the call return a module: ``timm.create_model(...)``,
+        ``AutoModel.from_pretrained(...)``, ``torch.load(path)``, ``copy.deepcopy(model)``?"""
+        qualified = self.qualified_name(call.func)
+        if qualified in MODULE_FACTORY_QUALIFIED:
+            return True
+        name = dotted_name(call.func) or ""
+        if name.endswith("deepcopy"):
+            arguments = call_arguments(call)
+            return bool(arguments) and self.is_module(arguments[0], ctx)
+        return bool(MODULE_FACTORY_RE.search(name))
 
     def is_module_class(self, expr) -> bool:
         """Does calling ``expr`` construct a module: ``nn.Linear``, a local ``nn.Module`` subclass,
@@ -84,6 +129,36 @@ class ModuleQueries:
 
 
 class OptimizerQueries:
+    def is_torch_device_call(self, call, ctx: Context, function: str) -> bool:
+        """Is ``call`` ``function`` of a torch device module, however reached:
+        ``torch.cuda.empty_cache()``, ``torch.xpu.memory.empty_cache()``, an imported
+        ``empty_cache()``, ``getattr(torch, device_type).empty_cache()``, or a name bound to one
+        of those modules (``dev = torch.cuda`` then ``dev.empty_cache()``)?"""
+        if call_name(call) != function:
+            return False
+        name = self.qualified_name(call.func)
+        if name is not None:
+            return name.startswith("torch.") and last_part(name) == function
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return False
+        return self._is_torch_device_module(func.value, ctx, 0)
+
+    def _is_torch_device_module(self, expr, ctx: Context, depth: int) -> bool:
+        if type(expr) is cst.Call:  # getattr(torch, name), getattr(torch.backends, name)
+            if dotted_name(expr.func) == "getattr" and expr.args:
+                owner = self.qualified_name(expr.args[0].value) or ""
+                return owner == "torch" or owner.startswith("torch.")
+            return False
+        qualified = self.qualified_name(expr)
+        if qualified is not None:
+            return qualified.startswith("torch.")
+        key = dotted_name(expr)
+        binding = self.lookup(key, ctx) if key is not None and depth < 3 else None
+        if binding is None or binding.kind != "assign" or binding.element:
+            return False
+        return self._is_torch_device_module(binding.value, binding.ctx, depth + 1)
+
     # ------------------------------------------------------------------ optimizers and gradients
 
     def is_optimizer(self, expr, ctx: Context) -> bool:
@@ -184,11 +259,24 @@ class OptimizerQueries:
     def loop_gradient_clearings(self, loop: Loop) -> list[tuple[object, Context]]:
         """Every gradient clearing in the loop's body (nested loops included) with its context."""
         if "clearings" not in loop._memo:
-            loop._memo["clearings"] = [
+            loop._memo["clearings"] = []  # recursion guard (a helper's loop calling its caller)
+            clearings = [
                 (receiver, ctx)
                 for stmt, ctx in self.statements_in_loop(loop)
                 for receiver in self.gradient_clearings(stmt)
             ]
+            # a module-defined helper that clears them (receiver unknown)
+            clearings += [
+                (None, ctx)
+                for stmt, ctx in self.statements_in_loop(loop)
+                for callee in self._callees(stmt, ctx)
+                if callee is not None and self.clears_gradients(callee)
+            ]
+            # an implicit loop: the loops calling the function may clear them around the call
+            for _, caller_ctx in loop.callers:
+                if caller_ctx.loop is not None and caller_ctx.loop is not loop:
+                    clearings += self.loop_gradient_clearings(caller_ctx.loop)
+            loop._memo["clearings"] = clearings
         return loop._memo["clearings"]
 
     def distinct_optimizers(self, first, first_ctx: Context, second, second_ctx: Context) -> bool:

@@ -27,15 +27,23 @@ class Scope:
 
 
 class Loop:
-    """A for or while statement; ``start``/``end`` bound the orders of the statements inside."""
+    """A for or while statement; ``start``/``end`` bound the orders of the statements inside.
 
-    __slots__ = ("node", "scope", "start", "end", "_memo")
+    An *implicit* loop is the body of a function that runs once per step although no loop is
+    visible around it: a loop in the project calls it, or a framework does (a Lightning
+    ``training_step``, a module's ``forward``). ``node`` is then the function definition and
+    ``implicit`` says why it repeats; its parameters count as bound afresh on every pass."""
 
-    def __init__(self, node, scope: Scope, start: int) -> None:
+    __slots__ = ("node", "scope", "start", "end", "implicit", "callers", "_memo")
+
+    def __init__(self, node, scope: Scope, start: int, implicit: str | None = None) -> None:
         self.node = node
         self.scope = scope
         self.start = start
         self.end = start
+        self.implicit = implicit
+        # for an implicit loop: the (call, context) pairs of the loops that call the function
+        self.callers: list = []
         self._memo: dict = {}
 
     def contains(self, order: int) -> bool:
@@ -60,6 +68,11 @@ class Context:
     @property
     def loop(self) -> Loop | None:
         return self.loops[-1] if self.loops else None
+
+    @property
+    def visible_loops(self) -> tuple[Loop, ...]:
+        """The for / while statements around the statement, without implicit loops."""
+        return tuple(loop for loop in self.loops if loop.implicit is None)
 
 
 class Binding:

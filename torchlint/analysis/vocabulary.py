@@ -38,6 +38,52 @@ CONVENTIONAL_MODULE_RE = re.compile(
 # Imported (not locally defined) classes whose name says they build a module.
 MODULE_CLASS_RE = re.compile(r"(?:Model|Net|Network|Module|Loss|Encoder|Decoder|Classifier)$")
 LIGHTNING_NO_GRAD_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+# Methods a framework calls once per step (or per batch): their bodies are per-step code even
+# though no loop of the project calls them. One list, each name with the frameworks using it.
+PER_STEP_HOOKS = {
+    # PyTorch Lightning
+    "training_step": "Lightning / Hugging Face / skorch", "training_step_end": "Lightning",
+    "on_train_batch_start": "Lightning", "on_train_batch_end": "Lightning",
+    "on_validation_batch_end": "Lightning", "on_test_batch_end": "Lightning",
+    "on_before_backward": "Lightning", "on_after_backward": "Lightning",
+    "on_before_optimizer_step": "Lightning", "on_before_zero_grad": "Lightning",
+    "validation_step": "Lightning / skorch", "test_step": "Lightning", "predict_step": "Lightning",
+    # Hugging Face Trainer
+    "compute_loss": "Hugging Face Trainer", "prediction_step": "Hugging Face Trainer",
+    # skorch
+    "train_step": "skorch", "train_step_single": "skorch", "validation_step_single": "skorch",
+    "evaluation_step": "skorch",
+    # fastai callbacks
+    "before_batch": "fastai", "after_pred": "fastai", "after_loss": "fastai",
+    "before_backward": "fastai", "after_backward": "fastai", "before_step": "fastai",
+    "after_step": "fastai", "after_batch": "fastai",
+    # torchbearer / poutyne callbacks
+    "on_step_training": "torchbearer", "on_train_batch_begin": "poutyne / Keras-style callbacks",
+}
+# A module's forward runs once per step of whatever drives the model.
+FORWARD_METHODS = frozenset({"forward"})
+# Methods only a module has: a name receiving one of them is a module (`net_g.eval()`,
+# `G.parameters()`), whatever it is called.
+MODULE_EVIDENCE_METHODS = (
+    "eval", "parameters", "named_parameters", "modules", "named_modules", "children",
+    "named_children", "buffers", "named_buffers", "register_forward_hook",
+    "register_buffer", "apply", "half", "bfloat16",
+)
+# Calls whose result is a module: model factories and loaders.
+MODULE_FACTORY_RE = re.compile(
+    r"(?:^|\.)(?:create_model|from_pretrained|from_config|load_model|build_model|get_model|"
+    r"make_model|model_from_config)$"
+)
+MODULE_FACTORY_QUALIFIED = frozenset({
+    "torch.load", "torch.hub.load", "torch.jit.load", "torch.jit.script", "torch.jit.trace",
+    "torch.compile", "timm.create_model",
+})
+# Other deep-learning frameworks: a file importing one and never mentioning torch is not
+# PyTorch code.
+OTHER_FRAMEWORKS = frozenset({
+    "mxnet", "tensorflow", "keras", "jax", "flax", "haiku", "paddle", "mindspore", "chainer",
+    "oneflow", "megengine", "theano", "cntk", "caffe", "dynet", "gluonnlp", "gluoncv", "tf_keras",
+})
 
 DETACHING_METHODS = frozenset({"item", "tolist", "detach", "detach_", "numpy", "__len__"})
 NON_DIFFERENTIABLE_METHODS = frozenset({

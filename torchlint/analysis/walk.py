@@ -33,9 +33,12 @@ class ModuleWalk:
         self._switches: dict | None = None
         self._sequences_memo: dict[int, dict] = {}
         self._branch_parents: dict[int, tuple[list, list, int]] = {}
+        self._hypothesis = None  # the function whose summary assumes module/attached arguments
+        self._module_evidence: frozenset[str] | None = None
         self.module_scope = Scope(module, "module", None, None, GradMode.ENABLED)
         self._collect_top_level_imports(module.body)
         self._walk_block(module.body, self.module_scope, (), GradMode.ENABLED, None, False)
+        self.install_implicit_loops()
 
     # ------------------------------------------------------------------ rules
 

@@ -385,7 +385,7 @@ for x, y in stream:
         if self._live_keys(value, binding.ctx, values=True) & related:
             return True  # detached somewhere in the class
         # a fresh state at the start of every call of the same method
-        return binding.ctx.scope is method and not binding.ctx.loops and binding.ctx.guard is None
+        return binding.ctx.scope is method and not binding.ctx.visible_loops and binding.ctx.guard is None
 
     def _detached_in_class(self, key: str, class_scope: Scope) -> bool:
         for stmt, stmt_ctx in self.analysis.statements_by_type.get("Expr", ()):

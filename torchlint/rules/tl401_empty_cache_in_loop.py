@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, last_part
+from torchlint.analysis import Context
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -98,9 +98,7 @@ while batch_size > 1:
         call = node.value
         if not ctx.loops or type(call) is not cst.Call:
             return
-        name = self.analysis.qualified_name(call.func)
-        # torch.cuda.empty_cache, torch.mps.empty_cache, torch.xpu.memory.empty_cache, ...
-        if name is None or not name.startswith("torch.") or last_part(name) != "empty_cache":
+        if not self.analysis.is_torch_device_call(call, ctx, "empty_cache"):
             return
         if not self.analysis.runs_every_step(ctx):
             return

@@ -1,0 +1,265 @@
+"""What a call of a function defined in this module does, and which functions run once per step.
+
+A *summary* answers, for one function or method, the questions the rules ask about a call of
+it: does it backpropagate, step or clear an optimizer, empty a cache (``reaches_call``), does it
+return a value still attached to the autograd graph (``returns_attached``). Summaries look
+through the calls the function makes to other functions of the module (``self.method``, module
+functions, closures), bottom-up, to a bounded depth; recursion resolves to "no".
+
+*Per-step* functions are those a loop of the module calls (directly or through other such
+functions) and the per-step hooks of frameworks (``PER_STEP_HOOKS``, a module's ``forward``).
+Their bodies get an implicit loop (see ``Loop``), so that every loop rule sees them as the
+inside of a loop: a list in ``self`` that ``training_step`` appends to outlives the call, an
+``empty_cache()`` in a helper the step loop calls runs every step.
+"""
+
+from __future__ import annotations
+
+from torchlint.analysis.scopes import Context, Loop, Scope
+from torchlint.analysis.syntax import call_name, dotted_name
+from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS
+from torchlint.lazy import cst
+
+MAX_CALL_DEPTH = 4
+
+
+class SummaryQueries:
+    # ------------------------------------------------------------------ resolving calls
+
+    def called_function(self, call, ctx: Context) -> Scope | None:
+        """The scope of the module-defined function or method a call runs: ``helper(x)``
+        (a module function or a closure in force at the call), ``self.method(x)`` /
+        ``cls.method(x)`` (through the class and its bases defined in this module)."""
+        func = call.func
+        if type(func) is cst.Name:
+            binding = self.lookup(func.value, ctx)
+            if binding is not None and binding.kind == "def":
+                return self.scopes.get(id(binding.value))
+            return None
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in ("self", "cls"):
+            class_scope = ctx.scope.class_scope
+            if class_scope is not None:
+                return self.method_of(class_scope, func.attr.value, set())
+        return None
+
+    def method_of(self, class_scope: Scope, name: str, seen: set) -> Scope | None:
+        """The method ``name`` of a class or of its bases defined in this module."""
+        if id(class_scope) in seen:
+            return None
+        seen.add(id(class_scope))
+        for binding in reversed(class_scope.bindings.get(name, ())):
+            if binding.kind == "def":
+                return self.scopes.get(id(binding.value))
+        for base in class_scope.node.bases:
+            base_name = dotted_name(base.value)
+            node = self.local_classes.get(base_name) if base_name else None
+            if node is not None and id(node) in self.scopes:
+                found = self.method_of(self.scopes[id(node)], name, seen)
+                if found is not None:
+                    return found
+        return None
+
+    def scope_calls(self, scope: Scope) -> list[tuple[object, Context, Scope | None]]:
+        """Every call in the function's own statements (its loops included, nested definitions
+        not) with its context and the module-defined function it runs, if any."""
+        memo = scope._memo
+        if "calls" not in memo:
+            memo["calls"] = [
+                (call, ctx, self.called_function(call, ctx))
+                for stmt, ctx in scope.statements
+                if ctx.scope is scope
+                for call in self.calls_in(stmt)
+            ]
+        return memo["calls"]
+
+    # ------------------------------------------------------------------ summaries
+
+    def reaches_call(self, scope: Scope, question: str, predicate, depth: int = 0) -> bool:
+        """Does running the function make a call for which ``predicate(call, ctx)`` holds,
+        in its own body or in a module-defined function it calls (to ``MAX_CALL_DEPTH``)?
+        ``question`` names the predicate for the memo."""
+        memo = scope._memo
+        key = ("reaches", question)
+        if key in memo:
+            return memo[key]
+        if depth > MAX_CALL_DEPTH:
+            return False
+        memo[key] = False  # recursion resolves to "no"
+        result = False
+        for call, ctx, callee in self.scope_calls(scope):
+            if predicate(call, ctx) or (
+                callee is not None and callee is not scope
+                and self.reaches_call(callee, question, predicate, depth + 1)
+            ):
+                result = True
+                break
+        memo[key] = result
+        return result
+
+    def call_reaches(self, call, ctx: Context, question: str, predicate) -> bool:
+        """Does this call run a module-defined function that reaches ``predicate``?"""
+        callee = self.called_function(call, ctx)
+        return callee is not None and self.reaches_call(callee, question, predicate)
+
+    def backpropagates(self, scope: Scope) -> bool:
+        return self.reaches_call(scope, "backward", self._is_backward_call)
+
+    def _is_backward_call(self, call, ctx: Context) -> bool:
+        name = call_name(call)
+        if name in ("backward", "manual_backward"):
+            return True
+        return name == "grad" and self.qualified_name(call.func) == "torch.autograd.grad"
+
+    def steps_optimizer(self, scope: Scope) -> bool:
+        return self.reaches_call(scope, "step", lambda call, ctx: self.stepped_optimizer(call, ctx) is not None)
+
+    def clears_gradients(self, scope: Scope) -> bool:
+        return self.reaches_call(scope, "clear", lambda call, ctx: self._clearing_call(call))
+
+    def _clearing_call(self, call) -> bool:
+        from torchlint.analysis.vocabulary import CLEARING_CALL_RE
+
+        name = call_name(call) or ""
+        return bool(CLEARING_CALL_RE.search(name)) and not name.startswith(("on_", "_on_", "test_"))
+
+    def returns_attached(self, scope: Scope) -> str | None:
+        """``"always"`` when the function returns a value attached to the graph whatever its
+        arguments, ``"arguments"`` when it does if an argument is a module or an attached tensor
+        (``def run(net, x): return net(x)``), None when it returns nothing attached."""
+        memo = scope._memo
+        if "returns_attached" in memo:
+            return memo["returns_attached"]
+        memo["returns_attached"] = None  # recursion resolves to "not attached"
+        values = self.returned_return_values(scope)
+        result = None
+        if values:
+            if self._returns_attached_under(scope, values, hypothesis=False):
+                result = "always"
+            elif self._returns_attached_under(scope, values, hypothesis=True):
+                result = "arguments"
+        memo["returns_attached"] = result
+        return result
+
+    def returned_return_values(self, scope: Scope) -> list[tuple[object, Context]]:
+        """The values of the function's own ``return`` statements with their contexts."""
+        return [
+            (stmt.value, ctx) for stmt, ctx in scope.statements
+            if ctx.scope is scope and type(stmt) is cst.Return and stmt.value is not None
+        ]
+
+    def _returns_attached_under(self, scope: Scope, values, hypothesis: bool) -> bool:
+        """Attachment of the returned values; with ``hypothesis``, every parameter of the
+        function counts as a module and as an attached tensor."""
+        saved = self._hypothesis, self._attached_memo, self._module_memo
+        self._hypothesis = scope if hypothesis else None
+        self._attached_memo, self._module_memo = {}, {}
+        try:
+            return any(self.is_attached(value, ctx) for value, ctx in values)
+        finally:
+            self._hypothesis, self._attached_memo, self._module_memo = saved
+
+    def parameter_hypothesis(self, binding) -> bool:
+        """Is ``binding`` a parameter of the function whose summary is being computed under the
+        hypothesis that its arguments are modules or attached tensors?"""
+        return binding.kind == "param" and self._hypothesis is not None and binding.ctx.scope is self._hypothesis
+
+    def call_returns_attached(self, call, ctx: Context) -> bool:
+        """Does a call of a module-defined function return a graph-attached value here?"""
+        callee = self.called_function(call, ctx)
+        if callee is None or callee.grad is not callee.grad.ENABLED:
+            return False
+        summary = self.returns_attached(callee)
+        if summary == "always":
+            return True
+        if summary != "arguments":
+            return False
+        arguments = [arg.value for arg in call.args]
+        func = call.func
+        if type(func) is cst.Attribute:
+            arguments.append(func.value)  # self.helper(x): self may be the module
+        return any(
+            self.is_module(argument, ctx) or self._attached(argument, ctx)
+            for argument in arguments
+        )
+
+    # ------------------------------------------------------------------ per-step functions
+
+    def install_implicit_loops(self) -> None:
+        """Give every per-step function an implicit loop around its body (see ``Loop``)."""
+        functions = [scope for scope in self.scopes.values() if scope.kind == "function"]
+        if not functions:
+            return
+        reasons: dict[int, str] = {}
+        callers: dict[int, list] = {}
+        for scope in functions:
+            hook = self._framework_hook(scope)
+            if hook is not None:
+                reasons[id(scope)] = hook
+        # functions a loop calls, then the functions those call, to a bounded depth
+        pending = []
+        for loop in self.loops.values():
+            for stmt, ctx in self.statements_in_loop(loop):
+                for call in self.calls_in(stmt):
+                    callee = self.called_function(call, ctx)
+                    if callee is not None and callee is not ctx.scope:
+                        callers.setdefault(id(callee), []).append((call, ctx))
+                        if id(callee) not in reasons:
+                            line_owner = ctx.scope.name
+                            reasons[id(callee)] = f"called in a loop in `{line_owner}`"
+                            pending.append((callee, 0))
+        pending.extend((scope, 0) for scope in functions if id(scope) in reasons and (scope, 0) not in pending)
+        while pending:
+            scope, depth = pending.pop()
+            if depth >= MAX_CALL_DEPTH:
+                continue
+            for call, ctx, callee in self.scope_calls(scope):
+                if callee is None or callee is scope:
+                    continue
+                callers.setdefault(id(callee), []).append((call, ctx))
+                if id(callee) not in reasons:
+                    reasons[id(callee)] = f"called by per-step `{scope.name}`"
+                    pending.append((callee, depth + 1))
+        for scope in functions:
+            reason = reasons.get(id(scope))
+            if reason is None:
+                continue
+            loop = self._implicit_loop(scope, reason)
+            loop.callers = callers.get(id(scope), [])
+
+    def _framework_hook(self, scope: Scope) -> str | None:
+        parent = scope.parent
+        if parent is None or parent.kind != "class":
+            return None
+        name = scope.name
+        if name in PER_STEP_HOOKS:
+            return f"`{name}` runs every step ({PER_STEP_HOOKS[name]})"
+        if name in FORWARD_METHODS and self.is_module_class(parent.node.name):
+            return "a module's `forward` runs every step"
+        return None
+
+    def _implicit_loop(self, scope: Scope, reason: str) -> Loop:
+        node = scope.node
+        own = [ctx for _, ctx in scope.statements]
+        params = [b.ctx for bindings in scope.bindings.values() for b in bindings if b.kind == "param"]
+        start = min((ctx.order for ctx in own + params), default=0) - 1
+        loop = Loop(node, scope, start, implicit=reason)
+        loop.end = max((ctx.order for ctx in own), default=start)
+        self.loops[id(node)] = loop
+        seen = set()
+        for ctx in own + params:
+            if id(ctx) not in seen:
+                seen.add(id(ctx))
+                ctx.loops = (loop,) + ctx.loops
+        return loop
+
+    def implicit_step_loop(self, loop: Loop) -> bool:
+        """Does an implicit loop make steps: a framework's per-step hook, or a function called
+        on every iteration of a loop that makes steps?"""
+        if loop.implicit is None:
+            return False
+        if not loop.callers:
+            return True  # a framework hook
+        return any(
+            self.runs_every_iteration(ctx) and self.is_step_loop(ctx.loop)
+            for _, ctx in loop.callers if ctx.loop is not None
+        )
