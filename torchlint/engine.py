@@ -64,6 +64,26 @@ def may_match(text: str, rules: Sequence[type[Rule]]) -> bool:
     return any(token in text for token in needed_tokens(tuple(rules)))
 
 
+# Other deep-learning frameworks: a file importing one and never mentioning torch is not
+# PyTorch code.
+OTHER_FRAMEWORKS = frozenset({
+    "mxnet", "tensorflow", "keras", "jax", "flax", "haiku", "paddle", "mindspore", "chainer",
+    "oneflow", "megengine", "theano", "cntk", "caffe", "dynet", "gluonnlp", "gluoncv", "tf_keras",
+})
+IMPORTED_ROOT_RE = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([A-Za-z_]\w*))", re.M)
+
+
+def may_use_pytorch(text: str) -> bool:
+    """False for a file that cannot be PyTorch code: it never mentions torch and imports
+    another deep-learning framework (MXNet, TensorFlow, JAX ...) instead. Every rule is about
+    PyTorch, so such a file is only syntax-checked."""
+    if "torch" in text:
+        return True
+    return not any(
+        (match.group(1) or match.group(2)) in OTHER_FRAMEWORKS for match in IMPORTED_ROOT_RE.finditer(text)
+    )
+
+
 def parse(text: str):
     try:
         return cst.parse_module(text)
@@ -114,7 +134,7 @@ def lint_source(
         return []
     if not rules:
         return []
-    if prefilter and not may_match(text, rules):
+    if (prefilter and not may_match(text, rules)) or not may_use_pytorch(text):
         # No rule can match, but an unparseable file is still reported (TL000), the same as
         # without the prefilter.
         try:

@@ -207,7 +207,7 @@ class AttachmentQueries:
                 return bool(arguments) and self._attached(arguments[0], ctx)
             return self._attached(iterable, ctx)
         if kind == "param":
-            return self._backpropagated(binding) or self.parameter_hypothesis(binding)
+            return self._backpropagated(binding)
         return False
 
     def _backpropagated(self, binding: Binding) -> bool:

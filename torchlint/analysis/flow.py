@@ -76,6 +76,19 @@ class ControlFlowQueries:
             and not (binding.kind == "assign" and key in mentioned_keys(binding.value))
         ]
 
+    def outlives_call(self, key: str, ctx: Context) -> bool:
+        """In code whose only loop is implicit (a per-step function): does the container or
+        accumulator ``key`` outlive the call? Attributes of ``self`` and module globals do;
+        locals and whatever a parameter holds (``strategy.loss``, reset by the framework that
+        passes it) do not."""
+        root = key.partition(".")[0]
+        if root == "self":
+            return ctx.scope.class_scope is not None
+        if ctx.scope.kind != "function":
+            return True
+        binding = self.lookup(root, ctx)
+        return binding is not None and binding.ctx.scope is self.module_scope and binding.kind == "assign"
+
     def cleared_in_loop(self, key: str, loop: Loop) -> bool:
         """Is the container emptied inside the loop (``xs.clear()``, ``del xs[:]``)?"""
         for stmt, _ in self.statements_in_loop(loop):

@@ -124,7 +124,7 @@ class SummaryQueries:
 
     def returns_attached(self, scope: Scope) -> str | None:
         """``"always"`` when the function returns a value attached to the graph whatever its
-        arguments, ``"arguments"`` when it does if an argument is a module or an attached tensor
+        arguments, ``"arguments"`` when it does if an argument is a module that it calls
         (``def run(net, x): return net(x)``), None when it returns nothing attached."""
         memo = scope._memo
         if "returns_attached" in memo:
@@ -149,7 +149,7 @@ class SummaryQueries:
 
     def _returns_attached_under(self, scope: Scope, values, hypothesis: bool) -> bool:
         """Attachment of the returned values; with ``hypothesis``, every parameter of the
-        function counts as a module and as an attached tensor."""
+        function counts as a module (calling it is a forward pass)."""
         saved = self._hypothesis, self._attached_memo, self._module_memo
         self._hypothesis = scope if hypothesis else None
         self._attached_memo, self._module_memo = {}, {}
@@ -160,7 +160,7 @@ class SummaryQueries:
 
     def parameter_hypothesis(self, binding) -> bool:
         """Is ``binding`` a parameter of the function whose summary is being computed under the
-        hypothesis that its arguments are modules or attached tensors?"""
+        hypothesis that its arguments are modules?"""
         return binding.kind == "param" and self._hypothesis is not None and binding.ctx.scope is self._hypothesis
 
     def call_returns_attached(self, call, ctx: Context) -> bool:
@@ -177,10 +177,7 @@ class SummaryQueries:
         func = call.func
         if type(func) is cst.Attribute:
             arguments.append(func.value)  # self.helper(x): self may be the module
-        return any(
-            self.is_module(argument, ctx) or self._attached(argument, ctx)
-            for argument in arguments
-        )
+        return any(self.is_module(argument, ctx) for argument in arguments)
 
     # ------------------------------------------------------------------ per-step functions
 

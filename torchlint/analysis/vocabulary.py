@@ -78,12 +78,6 @@ MODULE_FACTORY_QUALIFIED = frozenset({
     "torch.load", "torch.hub.load", "torch.jit.load", "torch.jit.script", "torch.jit.trace",
     "torch.compile", "timm.create_model",
 })
-# Other deep-learning frameworks: a file importing one and never mentioning torch is not
-# PyTorch code.
-OTHER_FRAMEWORKS = frozenset({
-    "mxnet", "tensorflow", "keras", "jax", "flax", "haiku", "paddle", "mindspore", "chainer",
-    "oneflow", "megengine", "theano", "cntk", "caffe", "dynet", "gluonnlp", "gluoncv", "tf_keras",
-})
 
 DETACHING_METHODS = frozenset({"item", "tolist", "detach", "detach_", "numpy", "__len__"})
 NON_DIFFERENTIABLE_METHODS = frozenset({

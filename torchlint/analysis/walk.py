@@ -43,7 +43,12 @@ class ModuleWalk:
     # ------------------------------------------------------------------ rules
 
     def run(self, rule) -> None:
-        """Call the rule's ``visit_<StatementType>(node, ctx)`` methods on every statement."""
+        """Call the rule's ``visit_<StatementType>(node, ctx)`` methods on every statement, and
+        its ``check_module_scope(scope)`` once (module-level code is a scope like a function's:
+        scripts and notebooks)."""
+        check_module = getattr(rule, "check_module_scope", None)
+        if check_module is not None:
+            check_module(self.module_scope)
         for attribute in dir(type(rule)):
             if attribute.startswith("visit_"):
                 handler = getattr(rule, attribute)

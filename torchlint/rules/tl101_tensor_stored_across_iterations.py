@@ -142,6 +142,8 @@ for x in loader:
         if not analysis.is_attached(value, ctx):
             return
         loop = ctx.loop
+        if loop.implicit is not None and not analysis.outlives_call(key, ctx):
+            return  # a per-step function's local: gone when the call returns
         if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
             return  # rebuilt or emptied every iteration: nothing outlives it
         scope = ctx.scope

@@ -133,6 +133,8 @@ def compute_loss(model, batches):
         if attached is None:
             return
         loop = ctx.loop
+        if loop.implicit is not None and not analysis.outlives_call(key, ctx):
+            return  # a per-step function's local: gone when the call returns
         resets = analysis.resets_in_loop(key, loop)
         if any(reset.ctx.order < ctx.order and reset.ctx.guard is None and len(reset.ctx.loops) == len(ctx.loops)
                for reset in resets):

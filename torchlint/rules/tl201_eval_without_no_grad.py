@@ -19,6 +19,9 @@ DATA_WORDS = frozenset({"data", "dataset", "datasets", "buffer", "stream", "load
 PREDICTING_WRAPPERS = frozenset({"YOLO", "YOLOWorld", "YOLOE", "RTDETR", "SAM", "FastSAM", "NAS", "Model"})
 
 
+MODULE_LEVEL_FIX = "run the evaluation loop under `with torch.no_grad():` (or `torch.inference_mode()`)"
+
+
 class EvalWithoutNoGrad(Rule):
     """
     ## What it does
@@ -150,6 +153,8 @@ def infer(model, loader):
         scope = analysis.scopes.get(id(node))
         if scope is None or scope.grad is not GradMode.ENABLED:
             return  # decorated with no_grad / inference_mode, or a Lightning eval hook
+        if node.name.value == "forward" and self._is_module_method(scope):
+            return  # a module's forward: whoever calls the model owns the grad mode
         regions = self._eval_regions(node, scope, ctx)
         if not regions:
             return
@@ -165,6 +170,14 @@ def infer(model, loader):
             self.FIX.format(function=node.name.value),
         )
 
+    def check_module_scope(self, scope) -> None:
+        """A script's or notebook's top level: ``model.eval()`` then a test loop."""
+        regions = self._eval_regions(None, scope, None)
+        found = self._first_forward(scope, regions) if regions else None
+        if found is not None:
+            stmt, call = found
+            self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX)
+
     # ------------------------------------------------------------------ evaluation regions
 
     def _eval_regions(self, node, scope, ctx: Context) -> list[tuple[int, float]]:
@@ -177,7 +190,7 @@ def infer(model, loader):
             if switch is not None and not self._not_a_model(switch[1], stmt_ctx):
                 switches.append((stmt_ctx.order, switch[0], dotted_name(switch[1])))
         regions = []
-        if self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
+        if node is not None and self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
             regions.append((ctx.order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
         for index, (start, mode, key) in enumerate(switches):
             if mode == "eval":
@@ -250,7 +263,9 @@ def infer(model, loader):
             inside = [region for region in regions if region[0] < ctx.order < region[1]]
             if not inside:
                 continue
-            calls = self.analysis.calls_in(stmt) if ctx.loops else _comprehension_calls(stmt, self.analysis)
+            # a loop, or a function a loop of this module calls (whose callers' grad mode is known)
+            repeated = any(loop.implicit is None or loop.callers for loop in ctx.loops)
+            calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             call = next((call for call in calls if self._is_forward(call, ctx)), None)
             if call is None:
                 continue
