@@ -82,6 +82,7 @@ from torchlint.analysis.syntax import (  # noqa: F401
     mentioned_keys,
     _is_grad_attribute,
     _is_grad_chain,
+    is_test_file,
 )
 from torchlint.analysis.scopes import (  # noqa: F401
     Scope,

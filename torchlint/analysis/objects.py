@@ -6,16 +6,12 @@ from __future__ import annotations
 
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import CLEARING_CALL_RE, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
-from torchlint.analysis.syntax import _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part
+from torchlint.analysis.syntax import _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop
 from torchlint.analysis.vocabulary import (
     MODULE_EVIDENCE_METHODS, MODULE_FACTORY_QUALIFIED, MODULE_FACTORY_RE,
 )
-import re
 
-MODULE_EVIDENCE_RE = re.compile(
-    r"(?<![\w.])((?:self\.)?[A-Za-z_]\w*)\.(?:" + "|".join(MODULE_EVIDENCE_METHODS) + r")\("
-)
 # receivers of those methods that are not modules: torch itself, data and frames
 NOT_MODULE_RECEIVERS = frozenset({"torch", "self", "np", "numpy", "pd", "df", "dataset", "data"})
 
@@ -39,7 +35,7 @@ class ModuleQueries:
             return class_scope is not None and self.is_module_class(class_scope.node.name)
         if binding is not None and self.parameter_hypothesis(binding):
             return True
-        if key in self.module_evidence():
+        if self.has_module_evidence(key, ctx):
             return True
         if binding is not None and binding.kind == "assign":
             memo = self._module_memo
@@ -68,18 +64,31 @@ class ModuleQueries:
             and self.is_module(value.args[0].value, binding.ctx)
         )
 
-    def module_evidence(self) -> frozenset[str]:
-        """Names (``net_g``, ``self.G``) that receive a method only modules have anywhere in the
-        module: ``net_g.eval()``, ``G.parameters()``, ``model.named_modules()``."""
-        if self._module_evidence is None:
-            if self.source is None:
-                self._module_evidence = frozenset()
-            else:
-                self._module_evidence = frozenset(
-                    match.group(1) for match in MODULE_EVIDENCE_RE.finditer(self.source)
-                    if match.group(1) not in NOT_MODULE_RECEIVERS
-                )
-        return self._module_evidence
+    def has_module_evidence(self, key: str, ctx: Context) -> bool:
+        """Does ``key`` (``net_g``, ``self.G``) receive a method only modules have
+        (``net_g.eval()``, ``G.parameters()``, ``model.named_modules()``) in the scope that uses
+        it: the function, for ``self.x`` any method of the class, for a global the module?"""
+        if self.source is not None and not any(f".{method}(" in self.source for method in MODULE_EVIDENCE_METHODS):
+            return False
+        scopes = [ctx.scope]
+        if key.startswith("self.") and ctx.scope.class_scope is not None:
+            scopes = [s for s in self.scopes.values() if s.class_scope is ctx.scope.class_scope and s.kind == "function"]
+        elif self.lookup(key.partition(".")[0], ctx) is None or ctx.scope.kind == "module":
+            scopes.append(self.module_scope)
+        return any(key in self._scope_module_evidence(scope) for scope in scopes)
+
+    def _scope_module_evidence(self, scope) -> frozenset[str]:
+        memo = scope._memo
+        if "module_evidence" not in memo:
+            memo["module_evidence"] = frozenset(
+                key
+                for stmt, stmt_ctx in scope.statements if stmt_ctx.scope is scope
+                for call in self.calls_in(stmt)
+                if type(call.func) is cst.Attribute and call.func.attr.value in MODULE_EVIDENCE_METHODS
+                for key in (dotted_name(strip_pass_through(call.func.value)),)
+                if key is not None and key not in NOT_MODULE_RECEIVERS
+            )
+        return memo["module_evidence"]
 
     def is_module_factory(self, call, ctx: Context) -> bool:
         """Does the call return a module: ``timm.create_model(...)``,

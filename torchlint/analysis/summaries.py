@@ -16,7 +16,7 @@ inside of a loop: a list in ``self`` that ``training_step`` appends to outlives 
 from __future__ import annotations
 
 from torchlint.analysis.scopes import Context, Loop, Scope
-from torchlint.analysis.syntax import call_name, dotted_name
+from torchlint.analysis.syntax import call_name, dotted_name, is_test_file
 from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS
 from torchlint.lazy import cst
 
@@ -184,8 +184,8 @@ class SummaryQueries:
     def install_implicit_loops(self) -> None:
         """Give every per-step function an implicit loop around its body (see ``Loop``)."""
         functions = [scope for scope in self.scopes.values() if scope.kind == "function"]
-        if not functions:
-            return
+        if not functions or is_test_file(self.path):
+            return  # a test's loops go over cases, not steps
         reasons: dict[int, str] = {}
         callers: dict[int, list] = {}
         for scope in functions:

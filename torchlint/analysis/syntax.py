@@ -311,3 +311,13 @@ def _is_grad_chain(node) -> bool:
             return True
         node = node.value
     return False
+
+
+def is_test_file(path: str) -> bool:
+    """A pytest test module or a file in a tests directory."""
+    parts = re.split(r"[\\/]", path)
+    filename = parts[-1]
+    return (
+        any(part in ("tests", "test") for part in parts[:-1])
+        or filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py"
+    )

@@ -34,7 +34,6 @@ class ModuleWalk:
         self._sequences_memo: dict[int, dict] = {}
         self._branch_parents: dict[int, tuple[list, list, int]] = {}
         self._hypothesis = None  # the function whose summary assumes module/attached arguments
-        self._module_evidence: frozenset[str] | None = None
         self.module_scope = Scope(module, "module", None, None, GradMode.ENABLED)
         self._collect_top_level_imports(module.body)
         self._walk_block(module.body, self.module_scope, (), GradMode.ENABLED, None, False)

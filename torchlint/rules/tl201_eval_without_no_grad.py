@@ -5,7 +5,7 @@ import re
 
 from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
-    iter_expression_nodes, last_part, name_words, strip_pass_through,
+    is_test_file, iter_expression_nodes, last_part, name_words, strip_pass_through,
 )
 from torchlint.lazy import cst
 from torchlint.rule import Rule
@@ -155,7 +155,7 @@ def infer(model, loader):
             return  # decorated with no_grad / inference_mode, or a Lightning eval hook
         if node.name.value == "forward" and self._is_module_method(scope):
             return  # a module's forward: whoever calls the model owns the grad mode
-        regions = self._eval_regions(node, scope, ctx)
+        regions = self._regions(scope)
         if not regions:
             return
         found = self._first_forward(scope, regions)
@@ -172,7 +172,7 @@ def infer(model, loader):
 
     def check_module_scope(self, scope) -> None:
         """A script's or notebook's top level: ``model.eval()`` then a test loop."""
-        regions = self._eval_regions(None, scope, None)
+        regions = self._regions(scope)
         found = self._first_forward(scope, regions) if regions else None
         if found is not None:
             stmt, call = found
@@ -180,7 +180,34 @@ def infer(model, loader):
 
     # ------------------------------------------------------------------ evaluation regions
 
-    def _eval_regions(self, node, scope, ctx: Context) -> list[tuple[int, float]]:
+    def _regions(self, scope) -> list[tuple[int, float]]:
+        """The evaluation regions of a scope (memoised): its own (see ``_eval_regions``), and
+        its whole body when an evaluation region of a step loop calls it (``model.eval()``
+        then ``for batch in loader: self._eval_step(batch)``): per-step evaluation code."""
+        memo = scope._memo
+        if "tl201_regions" not in memo:
+            memo["tl201_regions"] = []  # recursion guard
+            node = scope.node if scope.kind == "function" else None
+            start = scope.statements[0][1].order - 1 if scope.statements else 0
+            regions = self._eval_regions(node, scope, start)
+            if self._called_from_evaluation(scope):
+                regions.append((start, math.inf))
+            memo["tl201_regions"] = regions
+        return memo["tl201_regions"]
+
+    def _called_from_evaluation(self, scope) -> bool:
+        loop = self.analysis.loops.get(id(scope.node)) if scope.kind == "function" else None
+        if loop is None or loop.implicit is None or not self.analysis.is_step_loop(loop):
+            return False
+        for _, caller_ctx in loop.callers:
+            caller = caller_ctx.scope
+            if caller_ctx.grad is not GradMode.ENABLED or caller.grad is not GradMode.ENABLED:
+                continue
+            if any(start < caller_ctx.order < end for start, end in self._regions(caller)):
+                return True
+        return False
+
+    def _eval_regions(self, node, scope, start_order: int) -> list[tuple[int, float]]:
         """(after, until) order ranges of the function's statements that are evaluation code:
         from ``model.eval()`` to that model's ``.train()``, and for a function named like
         evaluation, from its start to the first ``.train()``."""
@@ -191,7 +218,7 @@ def infer(model, loader):
                 switches.append((stmt_ctx.order, switch[0], dotted_name(switch[1])))
         regions = []
         if node is not None and self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
-            regions.append((ctx.order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
+            regions.append((start_order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
         for index, (start, mode, key) in enumerate(switches):
             if mode == "eval":
                 end = next(
@@ -212,7 +239,7 @@ def infer(model, loader):
 
     def _name_says_evaluation(self, name: str) -> bool:
         words = {word.lower() for word in self.options.get("eval-function-words") or DEFAULT_EVAL_WORDS}
-        if "test" in words and _is_test_file(self.analysis.path):
+        if "test" in words and is_test_file(self.analysis.path):
             words.discard("test")  # pytest tests, not evaluation loops
         return any(word in words for word in name_words(name))
 
@@ -263,8 +290,8 @@ def infer(model, loader):
             inside = [region for region in regions if region[0] < ctx.order < region[1]]
             if not inside:
                 continue
-            # a loop, or a function a loop of this module calls (whose callers' grad mode is known)
-            repeated = any(loop.implicit is None or loop.callers for loop in ctx.loops)
+            # a loop, or a function an evaluation loop of this module calls for every batch
+            repeated = bool(ctx.visible_loops) or self._called_from_evaluation(scope)
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             call = next((call for call in calls if self._is_forward(call, ctx)), None)
             if call is None:
@@ -334,12 +361,3 @@ def _comprehension_calls(stmt, analysis) -> list:
                 if type(inner) is cst.Call and id(inner) not in skipped
             )
     return calls
-
-
-def _is_test_file(path: str) -> bool:
-    parts = re.split(r"[\\/]", path)
-    filename = parts[-1]
-    return (
-        any(part in ("tests", "test") for part in parts[:-1])
-        or filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py"
-    )
