@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
+from torchlint.analysis.vocabulary import NOT_FORWARD_METHOD_RE, BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
 from torchlint.analysis.syntax import _tensor_operand_keys, call_arguments, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, training_test
 from torchlint.analysis.scopes import Binding, Context, Scope
 
@@ -255,11 +255,26 @@ class AttachmentQueries:
                 return True  # a non-detaching tensor method: .cpu(), .to(), .mean(), .view() ...
             if method == "forward" and self.is_module(func.value, ctx):
                 return True
+            if self._module_method_in_training(func, ctx):
+                return True
         elif type(func) is cst.Name:
             name = func.value
             if name in PASS_THROUGH_BUILTINS and name not in self.imports:
                 return any(self._attached(arg.value, ctx) for arg in call.args)
         return self.is_module(func, ctx) or self.call_returns_attached(call, ctx)
+
+    def _module_method_in_training(self, func, ctx: Context) -> bool:
+        """``policy.evaluate_actions(obs)``, ``self.model.calculate_loss(batch)``: a computing
+        method of a module (not its API: ``parameters()``, ``get_*``, ``generate`` ...), called
+        in a loop that backpropagates. Outside training loops such methods mostly return
+        numbers or run without grad (``model.encode(...)``), so they do not count there."""
+        receiver = func.value
+        if type(receiver) is cst.Name and receiver.value == "self":
+            return False
+        if NOT_FORWARD_METHOD_RE.match(func.attr.value):
+            return False
+        loop = ctx.loop
+        return loop is not None and self.loop_backpropagates(loop) and self.is_module(receiver, ctx)
 
     def _torch_call_attached(self, qualified: str, call, ctx: Context) -> bool:
         name = last_part(qualified)

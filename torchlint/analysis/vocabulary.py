@@ -176,3 +176,14 @@ def is_conventional_module_name(name: str) -> bool:
 
 _BATCH_RE = re.compile("batch", re.I)
 
+# Methods of a module that do not compute from its inputs with autograd: the nn.Module API,
+# accessors, configuration, and inference entry points that run without grad.
+NOT_FORWARD_METHOD_RE = re.compile(
+    r"_*(?:get|set|register|load|save|num|is|has|to|from|named|parameters|buffers|modules|children|"
+    r"state_dict|zero_grad|eval|train|apply|cuda|cpu|xpu|mps|half|float|double|bfloat16|type|"
+    r"requires_grad|reset|init|build|make|create|add|remove|extra_repr|print|log|update|freeze|"
+    r"unfreeze|prepare|compile|cache|clear|enable|disable|generate|predict|sample|share_memory|"
+    r"fuse|merge|resize|tie|post_init|gradient_checkpointing|push|summary|count|device|dtype|"
+    r"config|copy|clone|detach|item|tolist|numpy|size|dim|keys|values|items|hook|module|"
+    r"fit|score|transform|close|step|decode_step)(?:_|$)"
+)

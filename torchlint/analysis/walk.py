@@ -3,11 +3,16 @@ stores and imports; name lookup."""
 
 from __future__ import annotations
 
+import re
+
 from collections import defaultdict
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import CONTAINER_WRITES, GradMode, LIGHTNING_NO_GRAD_HOOKS, _CONVENTIONAL_ROOTS
 from torchlint.analysis.syntax import _literal_grad_mode, _merge, dotted_name, last_part, storage_key
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
+
+# Context managers and decorators of a project that likely set the grad mode.
+GRAD_WRAPPER_RE = re.compile(r"grad|training_mode|train_mode|eval_mode|inference", re.I)
 
 
 class ModuleWalk:
@@ -269,6 +274,10 @@ class ModuleWalk:
             return GradMode.DISABLED
         if name == "torch.enable_grad":
             return GradMode.ENABLED
+        if call is not None and grad is GradMode.ENABLED and GRAD_WRAPPER_RE.search(tail):
+            # a project's own switch (poutyne's `_set_training_mode(False)`, `maybe_no_grad(...)`,
+            # `torch_grad(enabled)`): it may turn autograd off, so rules stay quiet inside
+            return GradMode.UNKNOWN
         return grad
 
     def _bind_target(self, target, kind, value, element, stmt, ctx) -> None:
