@@ -99,7 +99,17 @@ class AttachmentQueries:
         if key in self.backpropagated_keys(ctx.scope):
             return True
         class_scope = ctx.scope.class_scope
-        if not key.startswith("self.") or class_scope is None:
+        if not key.startswith("self."):
+            # a global, or an attribute of a shared object (`policy.saved_log_probs`): a
+            # backward() in another function of the module may consume it (REINFORCE)
+            binding = self.lookup(key.partition(".")[0], ctx)
+            if "." in key or (binding is not None and binding.ctx.scope is self.module_scope):
+                return any(
+                    key in self.backpropagated_keys(scope)
+                    for scope in self.scopes.values() if scope.kind == "function" and scope is not ctx.scope
+                )
+            return False
+        if class_scope is None:
             return False
         return any(
             key in self.backpropagated_keys(method)
@@ -207,7 +217,7 @@ class AttachmentQueries:
                 return bool(arguments) and self._attached(arguments[0], ctx)
             return self._attached(iterable, ctx)
         if kind == "param":
-            return self._backpropagated(binding)
+            return self._backpropagated(binding) or self.argument_attached(binding)
         return False
 
     def _backpropagated(self, binding: Binding) -> bool:

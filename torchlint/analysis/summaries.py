@@ -179,6 +179,29 @@ class SummaryQueries:
             arguments.append(func.value)  # self.helper(x): self may be the module
         return any(self.is_module(argument, ctx) for argument in arguments)
 
+    def argument_attached(self, binding) -> bool:
+        """Is the parameter ``binding`` given a graph-attached argument by a loop of this
+        module that calls its function (``record(loss)`` in a training loop)?"""
+        scope = binding.ctx.scope
+        loop = self.loops.get(id(scope.node)) if scope.kind == "function" else None
+        if loop is None or not loop.callers:
+            return False
+        params = scope.node.params
+        names = [param.name.value for param in (*params.posonly_params, *params.params)]
+        for call, caller_ctx in loop.callers:
+            if type(call.func) is cst.Attribute and names[:1] in (["self"], ["cls"]):
+                positional_names = names[1:]
+            else:
+                positional_names = names
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    continue
+                name = arg.keyword.value if arg.keyword is not None else (
+                    positional_names[index] if index < len(positional_names) else None)
+                if name == binding.key and self._attached(arg.value, caller_ctx) and self.grad_enabled(caller_ctx):
+                    return True
+        return False
+
     # ------------------------------------------------------------------ per-step functions
 
     def install_implicit_loops(self) -> None:

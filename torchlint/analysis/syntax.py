@@ -199,6 +199,10 @@ def _merge(first: GradMode, second: GradMode) -> GradMode:
     return first if first is second else GradMode.UNKNOWN
 
 
+# Namespaces of tensor functions: `torch.cat(losses)` is computed from its arguments.
+TENSOR_NAMESPACES = frozenset({"torch", "F", "nn.functional", "torch.nn.functional"})
+
+
 def _tensor_operand_keys(expr) -> set[str]:
     """The names a backpropagated expression is computed from: ``loss`` in ``loss``,
     ``loss.mean()``, ``(loss / n)`` and ``scaler.scale(loss)`` (a wrapper's argument, not the
@@ -207,7 +211,8 @@ def _tensor_operand_keys(expr) -> set[str]:
         func = expr.func
         if type(func) is cst.Attribute and func.attr.value not in DETACHING_METHODS:
             inner = _tensor_operand_keys(func.value)
-            if func.attr.value == "scale" or not inner:
+            if func.attr.value == "scale" or not inner or dotted_name(func.value) in TENSOR_NAMESPACES:
+                # scaler.scale(loss), torch.cat(losses), F.mse_loss(out, y): the arguments
                 return set().union(*(_tensor_operand_keys(arg) for arg in call_arguments(expr)))
             return inner
         return set().union(*(_tensor_operand_keys(arg) for arg in call_arguments(expr))) if type(func) is cst.Name else set()

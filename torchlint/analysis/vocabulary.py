@@ -33,7 +33,7 @@ CONVENTIONAL_MODULE_RE = re.compile(
     r"construct|instantiate|default|profile|infer|run|test|benchmark|count|wrapped)_)"
     r"_*(?:[a-z0-9]+_)*(?:model|net|network|criterion|loss_fn|loss_func|loss_function|lossfn|"
     r"classifier|encoder|decoder|backbone)$"
-    r"|^_*(?:generator|discriminator|critic|actor|head|teacher|student|policy_net)$|^net[A-Z]\w*$"
+    r"|^_*(?:generator|discriminator|critic|actor|head|teacher|student|policy_net|policy)$|^net[A-Z]\w*$"
 )
 # Imported (not locally defined) classes whose name says they build a module.
 MODULE_CLASS_RE = re.compile(r"(?:Model|Net|Network|Module|Loss|Encoder|Decoder|Classifier)$")

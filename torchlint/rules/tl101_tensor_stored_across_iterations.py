@@ -147,8 +147,10 @@ for x in loader:
         if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
             return  # rebuilt or emptied every iteration: nothing outlives it
         scope = ctx.scope
-        if scope.kind == "function" and key in analysis.returned_keys(scope):
-            return  # the caller receives the container (or what it computes) and may need the graph
+        if scope.kind == "function" and key in analysis.returned_keys(scope) and not analysis.loop_backpropagates(loop):
+            # the caller receives the container and may need the graph (feature maps from a
+            # forward); after backward() in the loop, the graph is spent and only leaks
+            return
         if analysis.reaches_backward(key, ctx):
             return  # collected for one backward() over all of them
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value))
