@@ -200,6 +200,11 @@ class AttachmentQueries:
             value = self._element_of(binding.value, binding.element)
             if value is None:
                 return False
+            if binding.element and value is binding.value and type(value) is cst.Call:
+                callee = self.called_function(value, ctx)
+                if callee is not None:  # loss, metrics = self.get_batch_loss_metrics(...)
+                    return self.returned_element_attached(callee, binding.element[0], value, ctx) or (
+                        self._backpropagated(binding))
             if self._attached(value, ctx):
                 return True
             return type(value) is cst.Call and self._backpropagated(binding)

@@ -113,6 +113,17 @@ class ControlFlowQueries:
             )
         return loop._memo["backprop"]
 
+    def loop_always_backpropagates(self, loop: Loop) -> bool:
+        """Does every iteration of the loop call ``backward()`` (not under an ``if``)?"""
+        return any(
+            ctx.loop is loop and ctx.guard is None and any(
+                call_name(call) in BACKWARD_FUNCTIONS
+                or (callee is not None and self.backpropagates(callee))
+                for call, callee in zip(self.calls_in(stmt), self._callees(stmt, ctx))
+            )
+            for stmt, ctx in self.statements_in_loop(loop)
+        )
+
     def _callees(self, stmt, ctx: Context) -> list:
         return [self.called_function(call, ctx) for call in self.calls_in(stmt)]
 

@@ -158,6 +158,16 @@ class SummaryQueries:
         finally:
             self._hypothesis, self._attached_memo, self._module_memo = saved
 
+    def returned_element_attached(self, scope: Scope, index: int, call, ctx: Context) -> bool:
+        """For ``a, b = f(...)``: is element ``index`` of what ``f`` returns attached? Decided
+        per element where every return statement returns a tuple literal long enough."""
+        values = self.returned_return_values(scope)
+        if not values or index < 0 or not all(
+            type(value) is cst.Tuple and len(value.elements) > index for value, _ in values
+        ):
+            return self.call_returns_attached(call, ctx)
+        return any(self.is_attached(value.elements[index].value, value_ctx) for value, value_ctx in values)
+
     def parameter_hypothesis(self, binding) -> bool:
         """Is ``binding`` a parameter of the function whose summary is being computed under the
         hypothesis that its arguments are modules?"""

@@ -147,7 +147,7 @@ for x in loader:
         if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
             return  # rebuilt or emptied every iteration: nothing outlives it
         scope = ctx.scope
-        if scope.kind == "function" and key in analysis.returned_keys(scope) and not analysis.loop_backpropagates(loop):
+        if scope.kind == "function" and key in analysis.returned_keys(scope) and not analysis.loop_always_backpropagates(loop):
             # the caller receives the container and may need the graph (feature maps from a
             # forward); after backward() in the loop, the graph is spent and only leaks
             return

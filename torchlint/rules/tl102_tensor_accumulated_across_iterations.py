@@ -143,7 +143,7 @@ def compute_loss(model, batches):
             return  # reset after optimizer steps: holds a few graph nodes, on purpose
         if analysis.reaches_backward(key, ctx):
             return  # several losses summed for one backward()
-        if ctx.scope.kind == "function" and key in analysis.returned_keys(ctx.scope) and not analysis.loop_backpropagates(loop):
+        if ctx.scope.kind == "function" and key in analysis.returned_keys(ctx.scope) and not analysis.loop_always_backpropagates(loop):
             return  # the caller gets the graph and may backpropagate it
         self.report(
             node,
