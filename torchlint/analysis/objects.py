@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import CLEARING_CALL_RE, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
+from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
 from torchlint.analysis.syntax import _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop
 from torchlint.analysis.vocabulary import (
@@ -257,7 +257,7 @@ class OptimizerQueries:
         for call in self.calls_in(stmt):
             func = call.func
             name = call_name(call) or ""
-            if CLEARING_CALL_RE.search(name) and not name.startswith(("on_", "_on_", "test_")):
+            if is_clearing_call_name(name):
                 found.append(func.value if name == "zero_grad" and type(func) is cst.Attribute else None)
             elif name in GRAD_OVERWRITING_METHODS and type(func) is cst.Attribute and _is_grad_chain(func.value):
                 found.append(None)

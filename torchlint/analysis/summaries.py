@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from torchlint.analysis.scopes import Context, Loop, Scope
 from torchlint.analysis.syntax import call_name, dotted_name, is_test_file
-from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS
+from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, is_clearing_call_name
 from torchlint.lazy import cst
 
 MAX_CALL_DEPTH = 4
@@ -114,13 +114,7 @@ class SummaryQueries:
         return self.reaches_call(scope, "step", lambda call, ctx: self.stepped_optimizer(call, ctx) is not None)
 
     def clears_gradients(self, scope: Scope) -> bool:
-        return self.reaches_call(scope, "clear", lambda call, ctx: self._clearing_call(call))
-
-    def _clearing_call(self, call) -> bool:
-        from torchlint.analysis.vocabulary import CLEARING_CALL_RE
-
-        name = call_name(call) or ""
-        return bool(CLEARING_CALL_RE.search(name)) and not name.startswith(("on_", "_on_", "test_"))
+        return self.reaches_call(scope, "clear", lambda call, ctx: is_clearing_call_name(call_name(call) or ""))
 
     def returns_attached(self, scope: Scope) -> str | None:
         """``"always"`` when the function returns a value attached to the graph whatever its
@@ -226,7 +220,6 @@ class SummaryQueries:
             if hook is not None:
                 reasons[id(scope)] = hook
         # functions a loop calls, then the functions those call, to a bounded depth
-        pending = []
         for loop in self.loops.values():
             for stmt, ctx in self.statements_in_loop(loop):
                 for call in self.calls_in(stmt):
@@ -234,10 +227,8 @@ class SummaryQueries:
                     if callee is not None and callee is not ctx.scope:
                         callers.setdefault(id(callee), []).append((call, ctx))
                         if id(callee) not in reasons:
-                            line_owner = ctx.scope.name
-                            reasons[id(callee)] = f"called in a loop in `{line_owner}`"
-                            pending.append((callee, 0))
-        pending.extend((scope, 0) for scope in functions if id(scope) in reasons and (scope, 0) not in pending)
+                            reasons[id(callee)] = f"called in a loop in `{ctx.scope.name}`"
+        pending = [(scope, 0) for scope in functions if id(scope) in reasons]
         while pending:
             scope, depth = pending.pop()
             if depth >= MAX_CALL_DEPTH:

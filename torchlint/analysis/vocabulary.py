@@ -155,6 +155,12 @@ GRAD_OVERWRITING_METHODS = frozenset({"zero_", "fill_", "copy_"})
 _WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
+def is_clearing_call_name(name: str) -> bool:
+    """Is a called name one that clears gradients (``zero_grad``, ``zero_grads``,
+    ``set_grads_to_none``), not a hook or test named after it (``on_before_zero_grad``)?"""
+    return bool(CLEARING_CALL_RE.search(name)) and not name.startswith(("on_", "_on_", "test_"))
+
+
 def name_words(name: str) -> list[str]:
     """``optimizerG`` -> [optimizer, g]; ``d_opt2`` -> [d, opt]; ``ZeroRedundancyOptimizer`` -> [...]"""
     return [word.lower() for word in _WORD_RE.findall(name)]
