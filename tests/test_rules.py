@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from torchlint.rules import all_rules
-from torchlint.testing import actual_findings, describe_mismatch, expected_findings
+from torchlint.testing import actual_findings, describe_mismatch, expected_findings, fixtures_dir
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = fixtures_dir()  # the installed torchlint._fixtures: in a checkout, the top-level fixtures/
 RULES = all_rules()
 
 

@@ -6,8 +6,9 @@ import io
 import threading
 
 import pytest
+from optional_deps import require
 
-torch = pytest.importorskip("torch", reason="the runtime verifier needs torch (the verify extra)")
+torch = require("torch", module_level=True)
 
 from torchlint.verify.tracker import CudaMeter, StorageTracker, count_graph_nodes, iter_tensors  # noqa: E402
 

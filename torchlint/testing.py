@@ -7,6 +7,9 @@ from collections.abc import Sequence
 
 from torchlint.engine import lint_source
 from torchlint.rule import Rule
+from torchlint.verify.fixtures import fixtures_dir
+
+__all__ = ["EXPECT_RE", "actual_findings", "describe_mismatch", "expected_findings", "fixtures_dir"]
 
 EXPECT_RE = re.compile(r"#\s*expect:\s*(TL\d{3}(?:\s*,\s*TL\d{3})*)")
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
-INSTALL_HINT = "torchlint verify needs PyTorch: pip install 'torchlint[verify]'"
+INSTALL_HINT = ("torchlint verify needs PyTorch: pip install torch --index-url "
+                "https://download.pytorch.org/whl/cpu (CPU only; plain `pip install torch` for CUDA)")
 DEFAULT_STEPS = 8
-DEFAULT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 class UsageError(Exception):
@@ -35,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"largest step count; fixtures also run at steps/4 and steps/2 (default {DEFAULT_STEPS})")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--output-file", metavar="FILE")
-    parser.add_argument("--plot", metavar="DIR", help="write a chart of live memory per step for each rule")
-    parser.add_argument("--fixtures", metavar="DIR",
-                        default=os.environ.get("TORCHLINT_FIXTURES", str(DEFAULT_FIXTURES)),
-                        help="the fixtures directory (default: the repository's fixtures/)")
+    parser.add_argument("--plot", metavar="DIR", help="write one chart per rule to DIR, showing the measurement its claim is about")
+    parser.add_argument("--fixtures", metavar="DIR", default=None,
+                        help="the fixtures directory (default: $TORCHLINT_FIXTURES, else the fixtures "
+                             "installed with torchlint, which are the repository's fixtures/)")
     parser.add_argument("--jobs", type=int, default=None, help="probes run at once (default: min(2, CPUs))")
     return parser
 
@@ -80,7 +79,7 @@ def _verify(args: argparse.Namespace) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install 'torchlint[plot]'") from None
+            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
     claims = all_claims()
     known = {claim.code for claim in claims}
     wanted = [code.upper() for code in args.codes]
@@ -89,7 +88,12 @@ def _verify(args: argparse.Namespace) -> int:
         raise UsageError(f"no claims for {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     if wanted:
         claims = [claim for claim in claims if claim.code in wanted]
-    fixtures = Path(args.fixtures)
+    if args.fixtures is None:
+        from torchlint.verify.fixtures import default_fixtures_dir
+
+        fixtures = default_fixtures_dir()
+    else:
+        fixtures = Path(args.fixtures)
     if not fixtures.is_dir():
         raise UsageError(f"fixtures directory not found: {fixtures}")
 

@@ -18,18 +18,23 @@ import json
 import random
 import sys
 import time
+import warnings
 from numbers import Number
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
+# torch warns at import when numpy is missing; the verifier never uses numpy through torch, and the
+# user can do nothing about it inside a probe (numpy is optional: seed_everything seeds it if present).
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+
+import torch  # noqa: E402
 
 try:  # optimizers import torch._dynamo (and sympy) on their first step: ~1 s, paid once in the fork server
     import torch._dynamo  # noqa: F401
 except ImportError:
     pass
 
-from torchlint.verify.tracker import CudaMeter, StorageTracker, count_graph_nodes, synchronize
+from torchlint.verify.tracker import CudaMeter, StorageTracker, count_graph_nodes, synchronize  # noqa: E402
 
 MESSAGE_LIMIT = 500
 

@@ -1,0 +1,38 @@
+"""Test-run policy: the quick default run, and loud skips.
+
+- ``python -m pytest`` deselects the tests marked ``slow`` (the whole standard library and the
+  shared corpus through every rule: about 3 minutes of the 4-minute full run on 2 cores) and says
+  so at the end. ``python -m pytest --slow`` runs every test; that is what ``.ci/run`` runs. An
+  explicit ``-m`` expression (``-m slow``) is honoured as given.
+- Optional dependencies skip with how to enable them, and fail under ``CI=true``
+  (``tests/optional_deps.py``).
+"""
+
+from __future__ import annotations
+
+SLOW_HINT = "run them with `python -m pytest --slow` (what .ci/run and CI run)"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run the tests marked slow (whole stdlib / corpus sweeps, minutes)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow") or config.getoption("markexpr", ""):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if not slow:
+        return
+    config.hook.pytest_deselected(items=slow)
+    items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+    config._torchlint_slow_deselected = [item.nodeid for item in slow]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    deselected = getattr(config, "_torchlint_slow_deselected", [])
+    if deselected:
+        terminalreporter.write_sep("-", f"{len(deselected)} slow tests deselected", yellow=True)
+        for nodeid in deselected:
+            terminalreporter.write_line(f"  {nodeid}")
+        terminalreporter.write_line(f"  {SLOW_HINT}")
