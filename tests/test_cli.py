@@ -450,6 +450,7 @@ def lint_calls(monkeypatch):
 
 
 def test_cache_hit_miss_and_invalidation(cli, tmp_path, lint_calls):
+    write(tmp_path, "pyproject.toml", "[project]\nname = 'x'\n")  # the project root holds the cache
     write(tmp_path, "a.py", PRINTS)
     write(tmp_path, "b.py", "x = 1\n")
     cold = cli("--format", "json", "-j", "1")
@@ -481,6 +482,7 @@ def test_cache_hit_miss_and_invalidation(cli, tmp_path, lint_calls):
 
 
 def test_corrupt_cache_is_ignored_and_no_cache_bypasses(cli, tmp_path, lint_calls):
+    write(tmp_path, "pyproject.toml", "[project]\nname = 'x'\n")  # the project root holds the cache
     write(tmp_path, "a.py", PRINTS)
     first = cli("--format", "json", "-j", "1")
     cache_dir = tmp_path / ".torchlint_cache"

@@ -1,10 +1,27 @@
-"""Per-file result cache in ``.torchlint_cache/``.
+"""Per-file result cache.
 
-One index file per (torchlint version, source fingerprint, effective configuration) maps each
-file's absolute path to its size, mtime, sha256 and violations. The content hash is the key of
-truth: size + mtime only let an unchanged file skip being read. Files modified within the last
+Where: in ``.torchlint_cache/`` at the file's project root, the nearest directory at or above the
+file that holds a ``pyproject.toml`` or a ``.git``. A file in no project is cached in the user's
+cache directory (``$XDG_CACHE_HOME/torchlint``, by default ``~/.cache/torchlint``), in an index
+named after the working directory, so torchlint never litters a home directory.
+
+What: one index file per (torchlint version, source fingerprint, effective configuration) maps
+each file's absolute path to its mtime, size, inode, ctime, sha256 and violations. The content
+hash is the key of truth: mtime, size, inode and ctime only let an unchanged file skip being read.
+When any of them differs (``cp -p``, ``touch -r`` and tar restore the mtime, not the ctime or the
+inode) the file is hashed, which is far cheaper than linting it. Files changed within the last
 couple of seconds are stored without their mtime, so an edit in the same clock tick is never
 mistaken for "unchanged" (git's "racy clean" problem).
+
+Safety: a repository can commit anything, a ``.torchlint_cache`` included. The cache therefore
+never follows a symbolic link: the directory is opened with ``O_NOFOLLOW`` and every file in it
+is read, created, renamed or deleted relative to that open descriptor, again without following
+links. The directory must be a real directory owned by this user (or by the owner of the project
+directory that holds it), not writable by others, holding only names the cache itself writes, as
+regular files. Anything else means "no cache": the run lints normally and writes nothing. The
+cache deletes only its own index files (its naming scheme and its format marker). A row of an
+index that does not have exactly the expected shape is a cache miss, and no cache problem ever
+stops a run.
 """
 
 from __future__ import annotations
@@ -12,16 +29,35 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import re
+import stat as stat_module
 import time
 
 from torchlint import __version__
 from torchlint.violation import Violation
 
 CACHE_DIR = ".torchlint_cache"
-KEEP_INDEXES = 8  # configurations remembered; older index files are deleted
+USER_CACHE_DIR = "torchlint"  # under $XDG_CACHE_HOME or ~/.cache
+KEEP_INDEXES = 8  # configurations remembered per project; older index files are deleted
+KEEP_USER_INDEXES = 64  # (working directory, configuration) pairs remembered in the user cache
 RACY_SECONDS = 2.0
+MAX_INDEX_BYTES = 256 * 1024 * 1024
+STALE_TEMPORARY_SECONDS = 3600.0
+FORMAT = "torchlint-cache-2"
+MARKER = ('{"format":"%s"' % FORMAT).encode()  # how every index file written by this version starts
 _FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help")
+_PROJECT_INDEX = re.compile(r"[0-9a-f]{24}\.json")
+_USER_INDEX = re.compile(r"[0-9a-f]{16}-[0-9a-f]{24}\.json")
+_TEMPORARY = re.compile(r"\.index-[0-9A-Za-z_-]{1,64}\.tmp")
+_OWN_FILES = (".gitignore", "CACHEDIR.TAG")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# Without O_NOFOLLOW and descriptor-relative calls the cache cannot be made safe: it is off.
+# (os.replace takes src_dir_fd/dst_dir_fd wherever os.open takes dir_fd: renameat is POSIX.)
+SUPPORTED = bool(_NOFOLLOW and _DIRECTORY) and {os.open, os.mkdir, os.unlink, os.stat} <= os.supports_dir_fd
 
 
 def content_hash(data: bytes) -> str:
@@ -56,94 +92,333 @@ def _source_fingerprint() -> list:
     return stamps
 
 
-class Cache:
-    def __init__(self, root: str, key: str) -> None:
-        self.directory = os.path.join(root, CACHE_DIR)
-        self.index_path = os.path.join(self.directory, f"{key}.json")
-        self.entries: dict[str, list] = self._load()
-        self.changed = False
+def user_cache_home() -> str | None:
+    """``$XDG_CACHE_HOME`` when it is an absolute path (the spec ignores others), else ~/.cache."""
+    configured = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(configured):
+        return configured
+    home = os.path.expanduser("~")
+    return os.path.join(home, ".cache") if os.path.isabs(home) else None
 
-    def _load(self) -> dict[str, list]:
-        try:
-            with open(self.index_path, encoding="utf-8") as handle:
-                entries = json.load(handle)
-        except (OSError, ValueError):
-            return {}  # missing or corrupt: start empty
-        return entries if isinstance(entries, dict) else {}
+
+def project_root(directory: str, known: dict[str, str | None] | None = None) -> str | None:
+    """The nearest directory at or above ``directory`` with a pyproject.toml or a .git."""
+    known = {} if known is None else known
+    visited = []
+    root = None
+    current = directory
+    while True:
+        if current in known:
+            root = known[current]
+            break
+        visited.append(current)
+        if os.path.isfile(os.path.join(current, "pyproject.toml")) or os.path.lexists(os.path.join(current, ".git")):
+            root = current
+            break
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for path in visited:
+        known[path] = root
+    return root
+
+
+class Cache:
+    """Cached results of one configuration, for files in any number of projects."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._roots: dict[str, str | None] = {}
+        self._by_directory: dict[str, _Index | None] = {}
+        self._indexes: dict[tuple[str, str, str], _Index] = {}
+
+    @property
+    def changed(self) -> bool:
+        return any(index.changed for index in self._indexes.values())
+
+    def _index(self, path: str) -> _Index | None:
+        directory = os.path.dirname(os.path.abspath(path))
+        if directory not in self._by_directory:
+            self._by_directory[directory] = self._locate(directory)
+        return self._by_directory[directory]
+
+    def _locate(self, directory: str) -> _Index | None:
+        if not SUPPORTED:
+            return None
+        root = project_root(directory, self._roots)
+        if root is not None:
+            location = (root, CACHE_DIR, f"{self.key}.json", _PROJECT_INDEX, KEEP_INDEXES)
+        else:
+            home = user_cache_home()
+            try:
+                anchor = os.getcwd()
+            except OSError:
+                return None
+            if home is None:
+                return None
+            prefix = hashlib.sha256(os.fsencode(anchor)).hexdigest()[:16]
+            location = (home, USER_CACHE_DIR, f"{prefix}-{self.key}.json", _USER_INDEX, KEEP_USER_INDEXES)
+        index = self._indexes.get(location[:3])
+        if index is None:
+            index = self._indexes[location[:3]] = _Index(*location)
+        return index
 
     def _entry(self, path: str) -> list | None:
-        entry = self.entries.get(os.path.abspath(path))
-        if isinstance(entry, list) and len(entry) == 4 and isinstance(entry[3], list):
-            return entry
-        return None
+        try:
+            index = self._index(path)
+            if index is None:
+                return None
+            entry = index.get(os.path.abspath(path))
+            return entry if _valid_entry(entry) else None
+        except Exception:  # a cache problem is a miss, never a failed run
+            return None
 
     def unchanged(self, path: str, stat: os.stat_result) -> list[Violation] | None:
-        """Cached violations when size and mtime say the file was not touched."""
+        """Cached violations when mtime, size, inode and ctime say the file was not touched."""
         entry = self._entry(path)
-        if entry is None or entry[0] != stat.st_mtime_ns or entry[1] != stat.st_size:
+        if entry is None or entry[0] is None:
+            return None
+        if (entry[0], entry[1], entry[2], entry[3]) != (stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns):
             return None
         return self._violations(path, entry)
 
     def known_hash(self, path: str) -> str | None:
         entry = self._entry(path)
-        return entry[2] if entry else None
+        return entry[4] if entry else None
 
     def violations(self, path: str) -> list[Violation] | None:
         entry = self._entry(path)
         return self._violations(path, entry) if entry else None
 
-    def _violations(self, path: str, entry: list) -> list[Violation] | None:
-        try:
-            return [Violation(path=path, **dict(zip(_FIELDS, row, strict=True))) for row in entry[3]]
-        except (TypeError, ValueError):
-            return None  # an entry we cannot read back is a miss
+    @staticmethod
+    def _violations(path: str, entry: list) -> list[Violation]:
+        return [Violation(path, *row) for row in entry[5]]
 
     def store(self, path: str, stat: os.stat_result, digest: str, violations: list[Violation]) -> None:
-        racy = time.time() - stat.st_mtime_ns / 1e9 < RACY_SECONDS
-        rows = [[getattr(violation, name) for name in _FIELDS] for violation in violations]
-        entry = [None if racy else stat.st_mtime_ns, stat.st_size, digest, rows]
-        key = os.path.abspath(path)
-        if self.entries.get(key) != entry:
-            self.entries[key] = entry
-            self.changed = True
+        try:
+            index = self._index(path)
+            if index is None:
+                return
+            newest = max(stat.st_mtime_ns, stat.st_ctime_ns) / 1e9
+            racy = time.time() - newest < RACY_SECONDS
+            rows = [[getattr(violation, name) for name in _FIELDS] for violation in violations]
+            entry = [None if racy else stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns, digest, rows]
+            index.put(os.path.abspath(path), entry)
+        except Exception:
+            return
 
     def save(self) -> None:
-        """Write the index atomically; a cache that cannot be written is silently skipped."""
-        if not self.changed:
+        """Write every changed index atomically; a cache that cannot be written is skipped."""
+        for index in self._indexes.values():
+            try:
+                index.save()
+            except Exception:
+                continue
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _valid_row(row: object) -> bool:
+    return (
+        type(row) is list and len(row) == len(_FIELDS)
+        and all(_is_count(row[position]) for position in (0, 1, 5, 6))
+        and all(type(row[position]) is str for position in (2, 3, 4))
+        and (row[7] is None or type(row[7]) is str)
+    )
+
+
+def _valid_entry(entry: object) -> bool:
+    return (
+        type(entry) is list and len(entry) == 6
+        and (entry[0] is None or _is_count(entry[0]))
+        and all(_is_count(entry[position]) for position in (1, 2, 3))
+        and type(entry[4]) is str and _DIGEST.fullmatch(entry[4]) is not None
+        and type(entry[5]) is list and all(_valid_row(row) for row in entry[5])
+    )
+
+
+class _Index:
+    """One index file in one cache directory, read on first use and written by ``save``."""
+
+    def __init__(self, parent: str, directory: str, name: str, pattern: re.Pattern, keep: int) -> None:
+        self.parent, self.directory, self.name, self.pattern, self.keep = parent, directory, name, pattern, keep
+        self.entries: dict[str, object] | None = None
+        self.usable = True  # False: something unexpected is there, so neither read nor write
+        self.changed = False
+
+    def get(self, path: str) -> object:
+        return self._load().get(path)
+
+    def put(self, path: str, entry: list) -> None:
+        entries = self._load()
+        if self.usable and entries.get(path) != entry:
+            entries[path] = entry
+            self.changed = True
+
+    def _load(self) -> dict:
+        if self.entries is None:
+            self.entries = {}
+            descriptor = self._open_directory(create=False)
+            if descriptor is not None:
+                try:
+                    self.entries = self._read(descriptor)
+                finally:
+                    os.close(descriptor)
+        return self.entries
+
+    def _read(self, directory: int) -> dict:
+        try:
+            descriptor = os.open(self.name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=directory)
+        except OSError:
+            return {}  # not written yet
+        with open(descriptor, "rb") as handle:
+            info = os.fstat(descriptor)
+            if not stat_module.S_ISREG(info.st_mode) or info.st_size > MAX_INDEX_BYTES:
+                return {}
+            data = handle.read(MAX_INDEX_BYTES + 1)
+        if not data.startswith(MARKER):
+            return {}  # another format (an older torchlint) or not ours
+        try:
+            document = json.loads(data)
+        except (ValueError, RecursionError, MemoryError):
+            return {}
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            return {}
+        entries = document.get("entries")
+        return entries if isinstance(entries, dict) else {}
+
+    def _open_directory(self, create: bool) -> int | None:
+        """The cache directory's descriptor, when it is exactly what the cache writes there."""
+        if not self.usable:
+            return None
+        try:
+            if create:
+                os.makedirs(self.parent, mode=0o700, exist_ok=True)
+            parent = os.open(self.parent, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        except OSError:
+            return None
+        try:
+            parent_owner = os.fstat(parent).st_uid
+            if create:
+                try:
+                    os.mkdir(self.directory, 0o755, dir_fd=parent)
+                except FileExistsError:
+                    pass
+            try:
+                descriptor = os.open(self.directory, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=parent)
+            except FileNotFoundError:
+                return None  # no cache yet: nothing to read, and usable for writing later
+            except OSError:
+                self.usable = False  # a symbolic link, a file, or no permission
+                return None
+        except OSError:
+            return None
+        finally:
+            os.close(parent)
+        if not self._expected(descriptor, parent_owner):
+            os.close(descriptor)
+            self.usable = False
+            return None
+        return descriptor
+
+    def _expected(self, descriptor: int, parent_owner: int) -> bool:
+        try:
+            info = os.fstat(descriptor)
+            if not stat_module.S_ISDIR(info.st_mode) or info.st_mode & stat_module.S_IWOTH:
+                return False
+            if info.st_uid not in (os.geteuid(), parent_owner):
+                return False
+            with os.scandir(descriptor) as entries:
+                for entry in entries:
+                    if not entry.is_file(follow_symlinks=False) or not _own_name(entry.name):
+                        return False
+        except OSError:
+            return False
+        return True
+
+    def save(self) -> None:
+        if not self.changed or not self.usable or self.entries is None:
             return
         # Forget deleted files, so the index does not grow forever.
-        self.entries = {path: entry for path, entry in self.entries.items() if os.path.exists(path)}
+        entries = {path: entry for path, entry in self.entries.items() if os.path.exists(path)}
+        data = json.dumps({"format": FORMAT, "entries": entries}, separators=(",", ":")).encode()
+        descriptor = self._open_directory(create=True)
+        if descriptor is None:
+            return
         try:
-            self._prepare_directory()
-            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".index-", suffix=".tmp")
+            self._mark(descriptor)
+            temporary = f".index-{os.getpid()}-{os.urandom(6).hex()}.tmp"
+            output = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
+                             dir_fd=descriptor)
             try:
-                with os.fdopen(handle, "w", encoding="utf-8") as output:
-                    json.dump(self.entries, output, separators=(",", ":"))
-                os.replace(temporary, self.index_path)
+                with open(output, "wb") as handle:
+                    handle.write(data)
+                os.replace(temporary, self.name, src_dir_fd=descriptor, dst_dir_fd=descriptor)
             except BaseException:
-                os.remove(temporary)
+                _unlink(temporary, descriptor)
                 raise
-            self._prune()
+            self.changed = False
+            self._prune(descriptor)
         except OSError:
             pass
+        finally:
+            os.close(descriptor)
 
-    def _prepare_directory(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
-        ignore = os.path.join(self.directory, ".gitignore")
-        if not os.path.exists(ignore):
-            with open(ignore, "w", encoding="utf-8") as handle:
-                handle.write("# Created by torchlint\n*\n")
-            # The CACHEDIR.TAG convention tells backup tools to skip this directory.
-            with open(os.path.join(self.directory, "CACHEDIR.TAG"), "w", encoding="utf-8") as handle:
-                handle.write("Signature: 8a477f597d28d172789f06886806bc55\n# torchlint cache\n")
-
-    def _prune(self) -> None:
-        indexes = []
-        for entry in os.scandir(self.directory):
-            if entry.name.endswith(".json"):
-                indexes.append((entry.stat().st_mtime, entry.path))
-        for _, path in sorted(indexes, reverse=True)[KEEP_INDEXES:]:
+    @staticmethod
+    def _mark(directory: int) -> None:
+        """Create .gitignore (git never shows the cache) and CACHEDIR.TAG (backup tools skip it),
+        each only if no entry of that name exists: an existing one is never opened."""
+        for name, text in ((".gitignore", "# Created by torchlint\n*\n"),
+                           ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n# torchlint cache\n")):
             try:
-                os.remove(path)
-            except OSError:
-                pass
+                created = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
+                                  dir_fd=directory)
+            except FileExistsError:
+                continue
+            with open(created, "w", encoding="utf-8") as handle:
+                handle.write(text)
+
+    def _prune(self, directory: int) -> None:
+        """Delete the oldest index files beyond ``keep`` and temporaries a crashed run left, but
+        only regular files named as this cache names them that start with its format marker."""
+        indexes, stale = [], []
+        now = time.time()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                modified = entry.stat(follow_symlinks=False).st_mtime
+                if self.pattern.fullmatch(entry.name):
+                    indexes.append((modified, entry.name))
+                elif _TEMPORARY.fullmatch(entry.name) and now - modified > STALE_TEMPORARY_SECONDS:
+                    stale.append(entry.name)
+        doomed = [name for _, name in sorted(indexes, reverse=True)[self.keep:]] + stale
+        for name in doomed:
+            if name != self.name and _starts_with_marker(name, directory):
+                _unlink(name, directory)
+
+
+def _own_name(name: str) -> bool:
+    return (
+        name in _OWN_FILES or _PROJECT_INDEX.fullmatch(name) is not None
+        or _USER_INDEX.fullmatch(name) is not None or _TEMPORARY.fullmatch(name) is not None
+    )
+
+
+def _starts_with_marker(name: str, directory: int) -> bool:
+    try:
+        descriptor = os.open(name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=directory)
+    except OSError:
+        return False
+    with open(descriptor, "rb") as handle:
+        return stat_module.S_ISREG(os.fstat(descriptor).st_mode) and handle.read(len(MARKER)) == MARKER
+
+
+def _unlink(name: str, directory: int) -> None:
+    try:
+        os.unlink(name, dir_fd=directory)
+    except OSError:
+        pass

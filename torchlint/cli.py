@@ -137,9 +137,9 @@ def _lint(argv: list[str]) -> int:
     if args.explain:
         return _explain(args.explain, rules_by_code())
 
-    from torchlint.config import Layer, ignored_for, load_settings, select_rules, split_codes
+    from torchlint.config import ConfigResolver, Layer, Settings, ignored_for, select_rules, split_codes
     from torchlint.files import collect_files, read_path_list
-    from torchlint.runner import Job, default_jobs, lint_files, lint_stdin
+    from torchlint.runner import Job, lint_stdin
 
     paths = list(args.paths)
     from_stdin = paths == ["-"] or (not paths and args.stdin_filename is not None and not args.files_from)
@@ -147,42 +147,83 @@ def _lint(argv: list[str]) -> int:
         raise UsageError("`-` (source from stdin) must be the only path")
     if from_stdin and args.files_from is not None:
         raise UsageError("--files-from cannot be combined with source read from stdin (`-`)")
-    if args.files_from is not None:
-        paths += _read_files_from(args.files_from, read_path_list)
-    elif not paths:
+    listed = _read_files_from(args.files_from, read_path_list) if args.files_from is not None else []
+    if not paths and args.files_from is None:
         paths = ["."]
     stdin_name = args.stdin_filename or "-"
 
-    settings = load_settings([stdin_name] if from_stdin else paths, args.config)
+    # Each file gets the configuration that applies to it (--config, else the nearest
+    # pyproject.toml with [tool.torchlint] above the file), whatever else is in the run.
+    resolver = ConfigResolver(args.config)
     cli_layer = Layer(
         select=[code for text in args.select for code in split_codes(text)] if args.select else None,
         extend_select=[code for text in args.extend_select for code in split_codes(text)],
         ignore=[code for text in args.ignore for code in split_codes(text)],
     )
-    selection = select_rules(rules, settings, cli_layer)
-    job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter)
+    select_rules(rules, resolver.fixed or Settings(root="."), cli_layer)  # bad codes fail before any work
 
     if from_stdin:
+        settings = resolver.for_path(stdin_name)
+        selection = select_rules(rules, settings, cli_layer)
+        job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter)
         result = lint_stdin(sys.stdin.buffer.read(), stdin_name, job, ignored_for(stdin_name, selection, settings))
     else:
         from torchlint.files import PathError
 
         try:
-            files = collect_files(paths, settings.exclude, settings.root, args.force_exclude)
+            collected = collect_files(paths, resolver.for_directory, args.force_exclude, listed)
         except PathError as error:
             raise UsageError(str(error)) from None
+        for given in collected.missing:  # reported, the rest linted, and the run exits 2
+            print(f"torchlint: error: {given}: no such file or directory (listed in --files-from)", file=sys.stderr)
+        result = _lint_collected(collected, resolver, rules, cli_layer, args)
+
+    _write_report(args, result, rules)
+    if not from_stdin and collected.missing:
+        return EXIT_ERROR
+    if result.violations and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _lint_collected(collected, resolver, rules, cli_layer, args):
+    """Lint the files of each configuration together; paths that could not be read get TL000."""
+    from functools import partial
+
+    from torchlint.config import ignored_for, select_rules
+    from torchlint.engine import invalid_file
+    from torchlint.runner import Job, RunResult, default_jobs, lint_files
+
+    groups: dict[int, tuple] = {}  # id(settings) -> (settings, selection, files)
+
+    def group(path: str) -> tuple:
+        settings = resolver.for_path(path)
+        if id(settings) not in groups:
+            groups[id(settings)] = (settings, select_rules(rules, settings, cli_layer), [])
+        return groups[id(settings)]
+
+    for path in collected.files:
+        group(path)[2].append(path)
+    violations = []
+    for path, reason in collected.problems:
+        settings, selection, _ = group(path)
+        if invalid_file(path, reason).code not in ignored_for(path, selection, settings):
+            violations.append(invalid_file(path, reason))
+    checked = len(collected.problems)
+    for settings, selection, files in list(groups.values()):
+        if not files:
+            continue
+        job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter)
         cache = None
         if not args.no_cache:
             from torchlint.cache import Cache, configuration_key
 
-            cache = Cache(settings.root, configuration_key(selection.codes, settings.options, job.prefilter))
-        result = lint_files(files, job, cache, args.jobs or default_jobs(),
-                            lambda path: ignored_for(path, selection, settings))
-
-    _write_report(args, result, rules)
-    if result.violations and not args.exit_zero:
-        return EXIT_FINDINGS
-    return EXIT_OK
+            cache = Cache(configuration_key(selection.codes, settings.options, job.prefilter))
+        part = lint_files(files, job, cache, args.jobs or default_jobs(),
+                          partial(ignored_for, selection=selection, settings=settings))
+        violations += part.violations
+        checked += part.files_checked
+    return RunResult(sorted(violations), checked)
 
 
 def _read_files_from(source: str, parse) -> list[str]:

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from torchlint.violation import INVALID_FILE_CODE
@@ -69,23 +70,105 @@ class Selection:
 
 
 def load_settings(paths: Sequence[str], config_file: str | None = None) -> Settings:
-    """Settings from ``--config FILE`` or the nearest pyproject.toml with ``[tool.torchlint]``."""
-    if config_file is not None:
-        if not os.path.isfile(config_file):
-            raise ConfigError(f"{config_file}: configuration file not found")
-        table = _read_table(config_file, require_section=False)
-        return _settings_from(table, config_file)
-    first_pyproject = None
-    for directory in _parents(_common_directory(paths)):
-        candidate = os.path.join(directory, "pyproject.toml")
-        if not os.path.isfile(candidate):
-            continue
-        first_pyproject = first_pyproject or candidate
-        table = _read_table(candidate, require_section=True)
-        if table is not None:
-            return _settings_from(table, candidate)
-    root = os.path.dirname(first_pyproject) if first_pyproject else os.getcwd()
-    return Settings(root=root)
+    """The settings for the common directory of ``paths`` (one lookup; runs resolve per file)."""
+    return ConfigResolver(config_file).for_directory(_common_directory(paths))
+
+
+class UnreadableConfig(ConfigError):
+    """A pyproject.toml that exists but cannot be read: an error only where it may apply."""
+
+
+class ConfigResolver:
+    """The settings that apply to each file, like ruff: ``--config FILE`` for every file, else
+    the nearest ``pyproject.toml`` with a ``[tool.torchlint]`` table in the file's directory or
+    above it, else the defaults. Lookups are cached per directory, and each configuration file
+    is read once, so every file under it shares one ``Settings`` object.
+
+    A ``pyproject.toml`` that cannot be read is an error for the files it may apply to: those
+    below it with no readable ``pyproject.toml`` nearer. Once a readable ``pyproject.toml`` without
+    a torchlint table has been passed (the project's own file), an unreadable one further up is
+    skipped with a warning, since it most likely belongs to something else (a home directory).
+    """
+
+    def __init__(self, config_file: str | None = None, warn=None) -> None:
+        self.default = Settings(root=os.getcwd())
+        self.fixed = load_config_file(config_file) if config_file is not None else None
+        self._warn = warn or _print_warning
+        self._warned: set[str] = set()
+        self._files: dict[str, Settings | ConfigError | None] = {}
+        self._directories: dict[tuple[str, bool], Settings | ConfigError] = {}
+
+    def for_path(self, path: str) -> Settings:
+        """Settings for a file (or ``-``/a stdin name): looked up from the file's directory."""
+        if self.fixed is not None:
+            return self.fixed
+        return self.for_directory(os.path.dirname(os.path.abspath(path)))
+
+    def for_directory(self, directory: str) -> Settings:
+        if self.fixed is not None:
+            return self.fixed
+        result = self._resolve(os.path.abspath(directory))
+        if isinstance(result, ConfigError):
+            raise result
+        return result
+
+    def _resolve(self, directory: str) -> Settings | ConfigError:
+        lenient = False  # True once a readable pyproject.toml without a torchlint table was passed
+        visited: list[tuple[str, bool]] = []
+        result: Settings | ConfigError = self.default
+        for current in _parents(directory):
+            key = (current, lenient)
+            if key in self._directories:
+                result = self._directories[key]
+                break
+            visited.append(key)
+            state = self._pyproject(os.path.join(current, "pyproject.toml"))
+            if state is None:
+                continue
+            if isinstance(state, UnreadableConfig) and lenient:
+                self._skip(state)
+                continue
+            if isinstance(state, (Settings, ConfigError)):
+                result = state
+                break
+            lenient = True  # a readable pyproject.toml with no [tool.torchlint]: look further up
+        for key in visited:
+            self._directories[key] = result
+        return result
+
+    def _pyproject(self, path: str):
+        """None: no such file; {}: no torchlint table; else its Settings or the error it raises."""
+        if path not in self._files:
+            try:
+                if not os.path.isfile(path):
+                    state = None
+                else:
+                    table = _read_table(path, require_section=True)
+                    state = {} if table is None else _settings_from(table, path)
+            except ConfigError as error:
+                state = error
+            self._files[path] = state
+        return self._files[path]
+
+    def _skip(self, error: ConfigError) -> None:
+        if str(error) not in self._warned:
+            self._warned.add(str(error))
+            self._warn(f"{error}; skipped, a nearer pyproject.toml has no [tool.torchlint] table")
+
+
+def _print_warning(message: str) -> None:
+    print(f"torchlint: warning: {message}", file=sys.stderr)
+
+
+def load_config_file(config_file: str) -> Settings:
+    """``--config FILE``: a pyproject.toml (its ``[tool.torchlint]`` table), or any other TOML
+    file holding the settings in a ``[tool.torchlint]`` table or, failing that, at top level."""
+    if not os.path.exists(config_file):
+        raise ConfigError(f"{config_file}: configuration file not found")
+    if not os.path.isfile(config_file):
+        raise ConfigError(f"{config_file}: configuration file is not a regular file")
+    table = _read_table(config_file, require_section=False)
+    return _settings_from(table, config_file)
 
 
 def _common_directory(paths: Sequence[str]) -> str:
@@ -118,7 +201,7 @@ def _read_table(path: str, require_section: bool) -> dict | None:
                 if "torchlint" not in handle.read():
                     return None
         except OSError as error:
-            raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+            raise UnreadableConfig(f"{path}: cannot read: {error.strerror or error}") from None
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
@@ -127,9 +210,13 @@ def _read_table(path: str, require_section: bool) -> dict | None:
         with open(path, "rb") as handle:
             document = tomllib.load(handle)
     except OSError as error:
-        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+        raise UnreadableConfig(f"{path}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not valid UTF-8 (TOML files must be UTF-8): byte {error.start}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     tool = document.get("tool")
     if isinstance(tool, dict) and "torchlint" in tool:
         if not isinstance(tool["torchlint"], dict):
@@ -228,12 +315,27 @@ def ignored_for(path: str, selection: Selection, settings: Settings) -> frozense
 
 
 def matches(glob: str, relative: str, name: str, given: str | None = None) -> bool:
-    """Globs without a slash match a basename, others the path relative to the root."""
+    """Globs without a slash match a basename, others the path relative to the root. ``**/``
+    matches zero or more directories, so ``**/a.py`` matches a top-level ``a.py`` too."""
     glob = glob.removeprefix("./")
     if "/" not in glob:
         return fnmatch.fnmatchcase(name, glob)
     candidates = (relative, given.replace(os.sep, "/").removeprefix("./")) if given else (relative,)
     return any(
-        fnmatch.fnmatchcase(candidate, glob) or fnmatch.fnmatchcase(candidate, glob + "/*")
+        fnmatch.fnmatchcase(candidate, variant) or fnmatch.fnmatchcase(candidate, variant + "/*")
+        for variant in _glob_variants(glob)
         for candidate in candidates
     )
+
+
+@lru_cache(maxsize=1024)
+def _glob_variants(glob: str) -> tuple[str, ...]:
+    """``glob`` and every spelling with one or more of its ``**/`` segments matching nothing."""
+    variants = [glob]
+    for variant in variants:  # grows while iterating: a breadth-first closure
+        for start in range(len(variant)):
+            if variant.startswith("**/", start) and (start == 0 or variant[start - 1] == "/"):
+                shorter = variant[:start] + variant[start + 3:]
+                if shorter not in variants and len(variants) < 64:
+                    variants.append(shorter)
+    return tuple(variants)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from torchlint.cache import Cache, content_hash
 from torchlint.engine import invalid_file, lint_source
+from torchlint.files import read_source
 from torchlint.rule import Rule
 from torchlint.violation import Violation
 
@@ -52,8 +53,7 @@ def default_jobs() -> int:
 
 def check_file(path: str, expected_digest: str | None, job: Job) -> Outcome:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_source(path)  # a named pipe or device is refused, never waited on
     except OSError as error:
         return Outcome(path, None, [invalid_file(path, f"cannot read: {error.strerror or error}")])
     digest = content_hash(data)
