@@ -10,6 +10,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 SLOW_HINT = "run them with `python -m pytest --slow` (what .ci/run and CI run)"
 
 
@@ -36,3 +40,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for nodeid in deselected:
             terminalreporter.write_line(f"  {nodeid}")
         terminalreporter.write_line(f"  {SLOW_HINT}")
+
+
+@pytest.fixture(scope="session")
+def cpu_run(tmp_path_factory):
+    """(exit code, records) of one ``torchlint verify --device cpu --format json`` over every claim,
+    shared by the verifier and chart tests (about 10 s)."""
+    from optional_deps import require
+
+    require("torch")
+    from torchlint.verify.cli import main
+
+    output = tmp_path_factory.mktemp("verify") / "evidence.json"
+    code = main(["--device", "cpu", "--format", "json", "--output-file", str(output)])
+    return code, json.loads(output.read_text(encoding="utf-8"))

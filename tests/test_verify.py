@@ -1,6 +1,5 @@
 """`torchlint verify`: every rule's claim on CPU, the JSON shape, verdict logic, exit codes."""
 
-import json
 import os
 import subprocess
 import sys
@@ -52,14 +51,8 @@ def runnable_fixture_codes() -> set[str]:
 
 
 # ------------------------------------------------------------------ the whole catalogue on CPU
-@pytest.fixture(scope="module")
-def cpu_run(tmp_path_factory):
-    needs_torch()
-    from torchlint.verify.cli import main
-
-    output = tmp_path_factory.mktemp("verify") / "evidence.json"
-    code = main(["--device", "cpu", "--format", "json", "--output-file", str(output)])
-    return code, json.loads(output.read_text(encoding="utf-8"))
+# (`cpu_run`, the exit code and records of one `torchlint verify --device cpu`, is in conftest.py:
+# the chart tests use the same run.)
 
 
 def test_every_claim_is_confirmed_on_cpu_and_only_tl401_needs_cuda(cpu_run):
@@ -127,7 +120,8 @@ def test_probe_counts_graph_nodes_and_records_exceptions_and_import_errors():
     nodes = [run["graph_nodes"] for run in graph["runs"]]
     assert nodes[1] - nodes[0] == 2 * 3  # mul, sum and the running add per step
     assert [run["live_bytes"] for run in graph["runs"]] == [68, 68]  # tensors flat: the graph grows, not bytes
-    assert raises["runs"][0]["exception"] == {"type": "RuntimeError", "message": "second step is not allowed"}
+    assert raises["runs"][0]["exception"] == {"type": "RuntimeError", "message": "second step is not allowed",
+                                              "line": 7, "code": 'raise RuntimeError("second step is not allowed")'}
     assert broken["error"]["type"] == "ModuleNotFoundError" and not broken["runs"]
     assert crash["error"]["type"] == "Crash" and "exit code 3" in crash["error"]["message"]
 

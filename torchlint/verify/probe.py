@@ -15,6 +15,7 @@ import gc
 import importlib.util
 import inspect
 import json
+import linecache
 import random
 import sys
 import time
@@ -74,9 +75,23 @@ def as_figure(value: Any) -> Any:
     return None
 
 
-def describe_exception(error: BaseException) -> dict[str, str]:
+def describe_exception(error: BaseException, source: str | None = None) -> dict[str, Any]:
+    """Type and message; with ``source`` (the fixture's file) also the line of that file the
+    exception came through last (``line``, ``code``): where in the program it happened."""
     message = str(error).strip()
-    return {"type": type(error).__name__, "message": message[:MESSAGE_LIMIT]}
+    described: dict[str, Any] = {"type": type(error).__name__, "message": message[:MESSAGE_LIMIT]}
+    if source is not None:
+        line = None
+        traceback = error.__traceback__
+        while traceback is not None:
+            if traceback.tb_frame.f_code.co_filename == source:
+                line = traceback.tb_lineno
+            traceback = traceback.tb_next
+        if line is not None:
+            described["line"] = line
+            code = linecache.getline(source, line).split("# expect:")[0]  # a fixture's lint marker
+            described["code"] = code.strip()[:200]
+    return described
 
 
 class Session:
@@ -88,6 +103,7 @@ class Session:
         parameters = inspect.signature(function).parameters
         self.takes_hook = "step_hook" in parameters
         self.takes_record = "record" in parameters
+        self.source = getattr(getattr(function, "__code__", None), "co_filename", None)
 
     def call(self, steps: int, hook: Callable[[], None] | None = None,
              figures: dict[str, Any] | None = None) -> tuple[Any, dict | None]:
@@ -102,7 +118,7 @@ class Session:
         try:
             return self.function(steps, self.device, **kwargs), None
         except Exception as error:  # the expected outcome of some claims
-            described = describe_exception(error)
+            described = describe_exception(error, self.source)
             error.__traceback__ = None  # frames hold the loop's tensors
             del error
             return None, described

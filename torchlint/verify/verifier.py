@@ -79,6 +79,7 @@ def record(claim: Claim, device: str, torch_version: str, verdict: str, detail: 
         "torch_version": torch_version,
         "verdict": verdict,
         "detail": detail,
+        "chart": list(claim.chart),
         "bad": figures(claim.bad, bad, bad_summary),
         "good": figures(claim.good, good, good_summary),
     }
@@ -98,7 +99,9 @@ def figures(program: Program, measured: Measured | None, summary: str) -> dict[s
         if measured.runs and key in measured.runs[-1]:
             out[key] = measured.series(key)
     out["exception"] = next((e for e in reversed(measured.exceptions) if e), None)
+    out["exceptions"] = measured.exceptions  # per run: the step it happened at follows from these
     out["figures"] = measured.runs[-1].get("figures", {}) if measured.runs else {}
+    out["run_figures"] = [run.get("figures", {}) for run in measured.runs]
     curve = measured.runs[-1].get("per_step") if measured.runs else None
     out["live_bytes_per_step"] = [point["live_bytes"] for point in curve] if curve else None
     if measured.timing:
@@ -106,6 +109,8 @@ def figures(program: Program, measured: Measured | None, summary: str) -> dict[s
         out["wall_time_per_step_s"] = measured.time_per_step("wall_s")
         out["timed_steps"] = [run["steps"] for run in measured.timing]
         out["cpu_s"] = [run["cpu_s"] for run in measured.timing]
+        out["step_cpu_s"] = [value for run in measured.timing for value in run.get("step_cpu_s", [])]
+        out["step_wall_s"] = [value for run in measured.timing for value in run.get("step_wall_s", [])]
         out["gc_collect_cpu_s"] = measured.result.get("gc_collect_cpu_s")
     else:
         out["time_per_step_s"] = None

@@ -58,6 +58,8 @@ class Claim:
     timing_steps: tuple[int, ...] = ()  # step counts of the timed runs; () = the memory step counts
     step_counts: tuple[int, ...] | None = None  # None: derived from --steps
     cuda_check: Callable[[Measured, Measured], Outcome] | None = None  # replaces check on CUDA
+    # What `--plot` draws: one panel per entry, each the claim's own metric (see ``charts.py``).
+    chart: tuple[str, ...] = ("live_bytes",)
 
 
 def nonrule_program(filename: str, function: str = "run") -> Program:

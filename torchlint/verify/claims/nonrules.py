@@ -48,6 +48,7 @@ CLAIMS = [
         bad=nonrule_program(FILE_NR1, "run_del_outputs"),
         good=nonrule_program(FILE_NR1, "run_keep_outputs"),
         check=_del_outputs_is_harmless,
+        chart=("outcome", "grad_sum"),
     ),
     Claim(
         code="NR2",
@@ -56,6 +57,7 @@ CLAIMS = [
         bad=nonrule_program(FILE_NR2, "run_transposed"),
         good=nonrule_program(FILE_NR2, "run_contiguous_first"),
         check=_contiguous_first_is_slower,
+        chart=("time_per_step", "allocated_bytes"),
         timing=3,
         timing_steps=(8,),  # 21 single-step samples whatever --steps is
     ),

@@ -8,6 +8,7 @@ CLAIMS = [
         claim="without backward each stored output keeps its graph's activations: memory grows linearly",
         metric="live bytes per step, graph nodes",
         bad=Program("TL101/bad_collect_outputs.py"),
+        chart=('live_bytes', 'graph_nodes'),
         good=Program("TL101/good_verify_collect_outputs.py"),
         # measured (3x Linear(256, 256), batch 64): bad +262,144 B and +8 nodes per step, good
         # +65,536 B per step (the detached outputs themselves) and no graph.
@@ -22,6 +23,7 @@ CLAIMS = [
         claim="after backward each stored loss still keeps its graph nodes: their number grows every step",
         metric="graph nodes per step",
         bad=Program("TL101/bad_training_loop.py"),
+        chart=('graph_nodes',),
         good=Program("TL101/good_training_loop.py"),
         # measured: bad +10 nodes per step (the tensor bytes grow only by the 4 B loss, as in good)
         check=all_of(grows_linearly_vs_flat("graph_nodes", min_per_step=5), good_retains_no_graph),

@@ -8,6 +8,7 @@ CLAIMS = [
         claim="without backward the running sum keeps every step's activations: memory grows linearly",
         metric="live bytes per step",
         bad=Program("TL102/bad_verify_eval_sum.py"),
+        chart=('live_bytes',),
         good=Program("TL102/good_verify_eval_sum.py"),
         # measured: bad +199,684 B per step (196,608 B of activations plus the batch's logits,
         # labels and loss), good flat with no graph.
@@ -18,6 +19,7 @@ CLAIMS = [
         claim="after backward tensor bytes stay flat but every step's graph nodes stay chained to the sum",
         metric="graph nodes per step, live bytes",
         bad=Program("TL102/bad_running_loss.py"),
+        chart=('graph_nodes', 'live_bytes'),
         good=Program("TL102/good_running_loss.py"),
         # measured: bad +11 nodes per step, bytes flat in both; good keeps no graph
         check=all_of(grows_linearly_vs_flat("graph_nodes", min_per_step=5), stays_flat("live_bytes"),

@@ -13,6 +13,7 @@ CLAIMS = [
         claim="feeding undetached state back makes the second backward() raise; detaching runs",
         metric="exception (steps 1, 2, 4), live bytes",
         bad=Program("TL103/bad_word_language_model.py"),
+        chart=('outcome',),
         good=Program("TL103/good_word_language_model.py"),
         check=raises_vs_clean("RuntimeError", SECOND_BACKWARD, clean_below=2),
         step_counts=(1, 2, 4),
@@ -22,6 +23,7 @@ CLAIMS = [
         claim="a module keeping its state in self.hidden fails the same way on the second step",
         metric="exception (steps 1, 2, 4), live bytes",
         bad=Program("TL103/bad_stateful_module.py"),
+        chart=('outcome',),
         good=Program("TL103/good_stateful_module.py"),
         check=raises_vs_clean("RuntimeError", SECOND_BACKWARD, clean_below=2),
         step_counts=(1, 2, 4),
@@ -31,6 +33,7 @@ CLAIMS = [
         claim="with retain_graph=True memory and graph grow linearly and allocations per step keep rising",
         metric="live bytes, graph nodes, allocations per step",
         bad=Program("TL103/bad_grucell_retain_graph.py"),
+        chart=('live_bytes', 'graph_nodes', 'allocations_per_step'),
         good=Program("TL103/good_grucell_detach.py"),
         # measured: +233,472 B and +16 graph nodes per step (batch 64, hidden 128), allocations
         # per step 80 -> 144 from 2-4 to 4-8 steps; the detached loop is flat.

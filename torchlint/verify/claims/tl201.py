@@ -25,6 +25,7 @@ CLAIMS = [
         claim="an eval loop with autograd on peaks far higher than the same loop under no_grad()",
         metric="peak bytes",
         bad=Program("TL201/bad_evaluate.py"),
+        chart=('peak_bytes',),
         good=Program("TL201/good_evaluate_no_grad.py"),
         check=_peak_higher,
     ),

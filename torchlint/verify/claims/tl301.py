@@ -10,6 +10,7 @@ CLAIMS = [
         claim=f"{title}: the in-place op on a leaf raises at once; the fixed version trains",
         metric="exception, param_delta",
         bad=Program(f"TL301/bad_{name}.py"),
+        chart=('outcome', 'param_delta'),
         good=Program(f"TL301/good_{name}.py"),
         check=all_of(raises_vs_clean("RuntimeError", LEAF_INPLACE), good_parameters_change()),
         step_counts=(1, 2),

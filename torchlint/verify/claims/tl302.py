@@ -10,6 +10,7 @@ CLAIMS = [
         claim=f"{title}: backward() raises because a saved tensor was modified; the fixed version trains",
         metric="exception at backward()",
         bad=Program(f"TL302/bad_{name}.py"),
+        chart=('outcome',),
         good=Program(f"TL302/good_{name}.py"),
         check=raises_vs_clean("RuntimeError", MODIFIED_INPLACE),
         step_counts=(1, 2),

@@ -24,6 +24,7 @@ CLAIMS = [
         claim="empty_cache() every step returns the cache: each step re-allocates from the driver and is slower",
         metric="wall time per step, CUDA segments allocated per step",
         bad=Program("TL401/bad_training_loop.py"),
+        chart=('wall_time_per_step', 'segments'),
         good=Program("TL401/good_training_loop.py"),
         check=_cache_released_every_step,
         needs_cuda=True,  # on CPU the verdict is needs-cuda without running anything

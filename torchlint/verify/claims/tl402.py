@@ -25,6 +25,7 @@ CLAIMS = [
         claim="gc.collect() every step adds the cost of a full collection to every step",
         metric="CPU time per step (fastest step)",
         bad=Program("TL402/bad_training_loop.py"),
+        chart=('time_per_step',),
         good=Program("TL402/good_training_loop.py"),
         check=_collection_per_step_costs,
         timing=2,

@@ -44,6 +44,7 @@ CLAIMS = [
         claim="a loop-invariant buffer made every step: one allocation per step and two buffers alive at the peak",
         metric="allocations of the buffer size, peak bytes",
         bad=Program("TL403/bad_scratch_buffers.py"),
+        chart=('buffer_allocations', 'peak_bytes'),
         good=Program("TL403/good_scratch_buffers.py"),
         check=_buffer_allocated_every_step,
         cuda_check=_cuda_allocation_every_step,

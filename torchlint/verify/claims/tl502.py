@@ -32,6 +32,7 @@ CLAIMS = [
         bad=Program("TL502/bad_zero_grad_after_backward.py"),
         good=Program("TL502/good_zero_grad_after_backward.py"),
         check=_parameters_never_change,
+        chart=("param_delta",),
     ),
     Claim(
         code="TL502",
@@ -40,6 +41,7 @@ CLAIMS = [
         bad=Program("TL502/bad_amp_train_step.py"),
         good=Program("TL502/good_zero_grad_placements.py"),
         check=_parameters_never_change,
+        chart=("param_delta",),
     ),
     Claim(
         code="TL502",
@@ -48,5 +50,6 @@ CLAIMS = [
         bad=Program("TL502/bad_accumulation_branch.py"),
         good=Program("TL502/good_zero_grad_placements.py"),
         check=_parameters_never_change,
+        chart=("param_delta",),
     ),
 ]
