@@ -21,6 +21,10 @@ class UsageError(Exception):
     pass
 
 
+class OutputError(Exception):
+    """The report could not be written (a full disk, a closed stdout): the environment's fault."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchlint",
@@ -29,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="files or directories to lint (default: the current directory); "
-                             "`-` reads source from stdin")
+                             "`-` reads source from stdin. After `--`, every argument is a path, "
+                             "even one that starts with `-`")
     selection = parser.add_argument_group("rule selection (comma-separated code prefixes, or ALL)")
     selection.add_argument("--select", action="append", metavar="CODES",
                            help="run exactly these rules (replaces the configured selection)")
@@ -53,8 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("--stdin-filename", metavar="NAME", help="name to report source read from stdin under")
     files.add_argument("--force-exclude", action="store_true",
                        help="apply exclude patterns to files named explicitly too (useful with pre-commit)")
+    files.add_argument("--max-file-size", type=_size, default=None, metavar="BYTES",
+                       help="a larger file is not read and gets TL000 (default: 4M; suffixes K, M, G)")
+    files.add_argument("--pre-commit", action="store_true",
+                       help="as the pre-commit hook runs it: the file names must follow `--`, so that "
+                            "a file named like an option is never taken for one")
     speed = parser.add_argument_group("speed")
-    speed.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="worker processes (default: all cores)")
+    speed.add_argument("-j", "--jobs", type=_positive_int, metavar="N",
+                       help="worker processes (default: all cores; capped at the number of cores and of files)")
     speed.add_argument("--no-cache", action="store_true", help="neither read nor write .torchlint_cache")
     speed.add_argument("--no-prefilter", action="store_true", help="debug: parse every file, even without rule tokens")
     return parser
@@ -70,6 +81,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    number, unit = text.strip().upper().removesuffix("B").removesuffix("I"), 1
+    if number[-1:] in units:
+        number, unit = number[:-1], units[number[-1]]
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or a number with K, M or G)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1 byte")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -80,16 +105,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else EXIT_ERROR
     except UsageError as error:
         return _fail(str(error))
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt:  # workers are already stopped; nothing is reported
+        return _fail("interrupted, no report written", 130)
     except BrokenPipeError:  # `torchlint | head`: the reader went away
         _silence_stdout()
         return EXIT_FINDINGS
+    except OutputError as error:
+        _silence_stdout()  # what is still buffered would fail again at exit
+        return _fail(f"cannot write output: {error}")
     except Exception as error:  # no traceback ever reaches the user
         from torchlint.config import ConfigError
 
         if isinstance(error, ConfigError):
             return _fail(str(error))
+        if isinstance(error, OSError):  # out of file descriptors, processes, memory: not a bug
+            where = f"{error.filename}: " if error.filename else ""
+            return _fail(f"{where}{error.strerror or error}")
         return _fail(f"internal error: {type(error).__name__}: {error}")
 
 
@@ -107,7 +138,7 @@ def _silence_stdout() -> None:
 
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):
+    except (AttributeError, OSError, ValueError):  # AttributeError: no stdout at all
         pass
 
 
@@ -124,7 +155,15 @@ def _verify(argv: list[str]) -> int:
 
 
 def _lint(argv: list[str]) -> int:
+    if "--pre-commit" in argv and "--" not in argv:  # before argparse reads a file name as an option
+        raise UsageError("--pre-commit: the hook's args must end with `--` (as in `args: [--force-exclude, --]`), "
+                         "so that a file named like an option is never taken for one")
     args = build_parser().parse_args(argv)
+    if args.statistics and args.format not in ("text", "json"):
+        raise UsageError(f"--statistics prints text or json, not {args.format}: drop --statistics or "
+                         "use --format text or json")
+    if args.output_file:
+        _check_output_file(args.output_file)
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
@@ -139,7 +178,7 @@ def _lint(argv: list[str]) -> int:
 
     from torchlint.config import ConfigResolver, Layer, Settings, ignored_for, select_rules, split_codes
     from torchlint.files import collect_files, read_path_list
-    from torchlint.runner import Job, lint_stdin
+    from torchlint.runner import DEFAULT_MAX_FILE_SIZE, Job, RunResult, lint_stdin
 
     paths = list(args.paths)
     from_stdin = paths == ["-"] or (not paths and args.stdin_filename is not None and not args.files_from)
@@ -160,13 +199,21 @@ def _lint(argv: list[str]) -> int:
         extend_select=[code for text in args.extend_select for code in split_codes(text)],
         ignore=[code for text in args.ignore for code in split_codes(text)],
     )
-    select_rules(rules, resolver.fixed or Settings(root="."), cli_layer)  # bad codes fail before any work
+    selection = select_rules(rules, resolver.fixed or Settings(root="."), cli_layer)  # bad codes fail before any work
+    if cli_layer.select is not None:  # --select replaces every configured selection
+        require_rules(selection, None, args)
 
     if from_stdin:
         settings = resolver.for_path(stdin_name)
         selection = select_rules(rules, settings, cli_layer)
-        job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter)
-        result = lint_stdin(sys.stdin.buffer.read(), stdin_name, job, ignored_for(stdin_name, selection, settings))
+        require_rules(selection, settings, args)
+        data = sys.stdin.buffer.read()
+        if args.force_exclude and _excluded(stdin_name, settings):
+            result = RunResult([], 0)  # like ruff: an excluded file passes through unlinted
+        else:
+            job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter,
+                      max_file_size=args.max_file_size or DEFAULT_MAX_FILE_SIZE)
+            result = lint_stdin(data, stdin_name, job, ignored_for(stdin_name, selection, settings))
     else:
         from torchlint.files import PathError
 
@@ -192,7 +239,7 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
 
     from torchlint.config import ignored_for, select_rules
     from torchlint.engine import invalid_file
-    from torchlint.runner import Job, RunResult, default_jobs, lint_files
+    from torchlint.runner import DEFAULT_MAX_FILE_SIZE, Job, RunResult, default_jobs, lint_files
 
     groups: dict[int, tuple] = {}  # id(settings) -> (settings, selection, files)
 
@@ -200,6 +247,7 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
         settings = resolver.for_path(path)
         if id(settings) not in groups:
             groups[id(settings)] = (settings, select_rules(rules, settings, cli_layer), [])
+            require_rules(groups[id(settings)][1], settings, args)
         return groups[id(settings)]
 
     for path in collected.files:
@@ -213,7 +261,8 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
     for settings, selection, files in list(groups.values()):
         if not files:
             continue
-        job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter)
+        job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter,
+                  max_file_size=args.max_file_size or DEFAULT_MAX_FILE_SIZE)
         cache = None
         if not args.no_cache:
             from torchlint.cache import Cache, configuration_key
@@ -224,6 +273,47 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
         violations += part.violations
         checked += part.files_checked
     return RunResult(sorted(violations), checked)
+
+
+def require_rules(selection, settings, args) -> None:
+    """A `select` that leaves no rule to run is a configuration error, not a clean result.
+
+    (Ignoring every rule without a `select` stays allowed: a subproject may switch torchlint off.)
+    """
+    if selection.rules:
+        return
+    if args.select:
+        origin = "--select " + ",".join(repr(text) for text in args.select)
+    elif settings is not None and settings.file_layer.select is not None:
+        origin = f"{settings.source or 'the configuration'}: select"
+    else:
+        return
+    raise UsageError(f"no rules to run: {origin} selects none "
+                     "(TL000 alone is not a rule; `torchlint --list-rules` lists the codes)")
+
+
+def _excluded(path: str, settings) -> bool:
+    from torchlint.files import _Excluder
+
+    return _Excluder(settings.exclude, settings.root).with_parents(path)
+
+
+def _check_output_file(path: str) -> None:
+    """Fail before linting, not after, when the report could not be written to ``path``."""
+    import os
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        problem = "is a directory"
+    elif not os.path.isdir(directory):
+        problem = f"directory {os.path.dirname(path) or '.'} does not exist"
+    elif os.path.exists(path) and not os.access(path, os.W_OK):
+        problem = "not writable"
+    elif not os.path.exists(path) and not os.access(directory, os.W_OK | os.X_OK):
+        problem = f"directory {os.path.dirname(path) or '.'} is not writable"
+    else:
+        return
+    raise UsageError(f"--output-file {path}: {problem}")
 
 
 def _read_files_from(source: str, parse) -> list[str]:
@@ -245,6 +335,8 @@ def _write_report(args, result, rules) -> None:
             stream = open(args.output_file, "w", encoding="utf-8", newline="\n")
         except OSError as error:
             raise UsageError(f"--output-file {args.output_file}: {error.strerror or error}") from None
+    elif stream is None:  # started with stdout closed (`torchlint >&-`)
+        raise OutputError("stdout is closed")
     try:
         if args.statistics:
             stream.write(statistics(result.violations, args.format))
@@ -252,9 +344,17 @@ def _write_report(args, result, rules) -> None:
             colour = args.format == "text" and not args.output_file and use_colour(stream)
             stream.write(render(result.violations, args.format, rules, colour))
         stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:  # a full disk, a closed descriptor
+        where = f"{args.output_file}: " if args.output_file else ""
+        raise OutputError(f"{where}{error.strerror or error}") from None
     finally:
         if stream is not sys.stdout:
-            stream.close()
+            try:
+                stream.close()
+            except OSError:
+                pass
     if args.format == "text" and not args.quiet:
         print(summary(result.violations, result.files_checked), file=sys.stderr)
 

@@ -7,6 +7,7 @@ file and the run goes on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,10 @@ from torchlint.violation import Violation
 
 # Below this many files to lint, starting worker processes costs more than it saves.
 PARALLEL_MIN_FILES = 4
+# Linting costs about 10 s and 550 MB per MB of dense source; the largest file in 563k lines of
+# released PyTorch code is 0.23 MB and PyTorch's own largest is 1.4 MB. A bigger file is
+# almost certainly generated, and would hold a worker for minutes.
+DEFAULT_MAX_FILE_SIZE = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class Job:
     rules: tuple[type[Rule], ...]
     options: dict
     prefilter: bool = True
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; a larger file gets TL000 unread
 
 
 @dataclass
@@ -45,13 +51,24 @@ class RunResult:
 
 
 def default_jobs() -> int:
+    """The cores this process may run on: the default, and the cap, for ``--jobs``."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
 
 
+def too_large(path: str, size: int, limit: int) -> Violation:
+    return invalid_file(path, f"file too large ({size} bytes > {limit}); raise the limit with --max-file-size")
+
+
 def check_file(path: str, expected_digest: str | None, job: Job) -> Outcome:
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # reading it says why it cannot be read
+    if size > job.max_file_size:  # never cached: the limit is not part of the cache key
+        return Outcome(path, None, [too_large(path, size, job.max_file_size)])
     try:
         data = read_source(path)  # a named pipe or device is refused, never waited on
     except OSError as error:
@@ -91,6 +108,10 @@ def lint_files(
             except OSError:
                 pass  # check_file reports why it cannot be read
             else:
+                if stats[path].st_size > job.max_file_size:  # check_file reports it, uncached
+                    pending.append((path, None))
+                    del stats[path]
+                    continue
                 cached = cache.unchanged(path, stats[path])
                 if cached is not None:
                     keep(path, cached)
@@ -113,59 +134,147 @@ def lint_files(
 
 
 def _outcomes(pending: list[tuple[str, str | None]], job: Job, jobs: int) -> Iterator[Outcome]:
-    if jobs <= 1 or len(pending) < PARALLEL_MIN_FILES:
+    # Never more workers than files or cores: `--jobs 1000` must not start 1000 processes.
+    workers = min(jobs, len(pending), default_jobs())
+    if workers <= 1 or len(pending) < PARALLEL_MIN_FILES:
         for path, expected in pending:
             yield check_file(path, expected, job)
         return
-    workers = min(jobs, len(pending))
-    # Small chunks keep both workers busy to the end; a chunk's round trip costs little.
+    # Small chunks keep every worker busy to the end; a chunk's round trip costs little.
     size = max(1, min(8, len(pending) // (workers * 4)))
     chunks = [pending[start:start + size] for start in range(0, len(pending), size)]
-    crashed: list[tuple[str, str | None]] = []
-    yield from _pool_outcomes(chunks, job, workers, crashed)
-    if crashed:
-        # A worker died (a crash in native code, or killed): retry file by file so only the
-        # culprit is lost, and report it instead of the whole chunk.
-        lost: list[tuple[str, str | None]] = []
-        yield from _pool_outcomes([[item] for item in crashed], job, workers, lost)
-        for path, _ in lost:
-            yield Outcome(path, None, [invalid_file(path, "internal error: the worker process crashed on this file")])
+    yield from _pool_outcomes(chunks, job, workers)
 
 
-def _pool_outcomes(chunks, job: Job, workers: int, crashed: list) -> Iterator[Outcome]:
+class _Worker:
+    """One worker process and the chunk it is working on (``None``: idle)."""
+
+    def __init__(self, context, job: Job) -> None:
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_work, args=(child, job, os.getpid()), daemon=True)
+        self.process.start()
+        child.close()
+        self.chunk: list[tuple[str, str | None]] | None = None
+        self.answered = 0  # files of the chunk whose outcome came back
+
+
+def _pool_outcomes(chunks, job: Job, workers: int) -> Iterator[Outcome]:
+    """Outcomes of every file in ``chunks``, in completion order, from ``workers`` processes.
+
+    Workers send each file's outcome as soon as it is done, so when one dies (a crash in native
+    code, or killed) the file it was on is known: that file is retried once on its own, and
+    reported as TL000 if it kills a worker again; the rest of its chunk goes back in the queue.
+    Whatever ends this generator early (Ctrl-C, an error) kills the workers at once, and they
+    also die with this process however it ends.
+    """
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
+    from collections import deque
+    from multiprocessing.connection import wait
+
+    from torchlint.process import safe_start
 
     # fork starts workers with everything already imported; elsewhere use the platform default.
-    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_set_job, initargs=(job,)) as pool:
-        futures = {pool.submit(_check_chunk, chunk): chunk for chunk in chunks}
-        for future in as_completed(futures):
-            try:
-                outcomes = future.result()
-            except BrokenProcessPool:
-                crashed.extend(futures[future])
+    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else multiprocessing.get_context()
+    queue: deque[list[tuple[str, str | None]]] = deque(chunks)
+    retried: set[str] = set()
+    pool: list[_Worker] = []
+    spawns = context.get_start_method() != "fork"
+    try:
+        while queue or any(worker.chunk is not None for worker in pool):
+            while queue and len(pool) < workers:
+                with safe_start() if spawns else contextlib.nullcontext():
+                    pool.append(_Worker(context, job))
+            for worker in list(pool):
+                if worker.chunk is None and queue:
+                    worker.chunk, worker.answered = queue.popleft(), 0
+                    try:
+                        worker.connection.send(worker.chunk)
+                    except OSError:  # it died while idle: its chunk goes to another worker
+                        queue.appendleft(worker.chunk)
+                        _retire(worker, pool)
+            busy = [worker for worker in pool if worker.chunk is not None]
+            if not busy:
                 continue
-            except Exception as error:  # e.g. a result that cannot be pickled back
-                outcomes = [Outcome(path, None, [_internal_error(path, error)]) for path, _ in futures[future]]
-            yield from outcomes
+            ready = wait([worker.connection for worker in busy] + [worker.process.sentinel for worker in busy])
+            for worker in busy:
+                if worker.connection not in ready and worker.process.sentinel not in ready:
+                    continue
+                try:
+                    while worker.connection.poll():
+                        message = worker.connection.recv()
+                        if message is None:  # chunk done
+                            worker.chunk = None
+                            break
+                        worker.answered += 1
+                        yield message
+                    if worker.chunk is None or worker.process.is_alive():
+                        continue
+                except (EOFError, OSError):
+                    pass
+                # The worker died: requeue the rest of its chunk, retry the file it was on once.
+                culprit, *rest = worker.chunk[worker.answered:]
+                _retire(worker, pool)
+                if rest:
+                    queue.append(rest)
+                if culprit[0] in retried:
+                    yield Outcome(culprit[0], None, [invalid_file(
+                        culprit[0], "internal error: the worker process crashed on this file")])
+                else:
+                    retried.add(culprit[0])
+                    queue.append([culprit])
+        for worker in pool:  # done: let them exit on their own
+            try:
+                worker.connection.send(None)
+            except OSError:
+                pass
+        for worker in pool:
+            worker.process.join(1)
+    finally:
+        for worker in pool:
+            if worker.process.is_alive():
+                worker.process.kill()
+        for worker in pool:
+            worker.process.join()
+            worker.connection.close()
 
 
-_worker_job: Job | None = None
+def _retire(worker: _Worker, pool: list[_Worker]) -> None:
+    worker.chunk = None
+    worker.process.kill()
+    worker.process.join()
+    worker.connection.close()
+    pool.remove(worker)
 
 
-def _set_job(job: Job) -> None:
-    global _worker_job
-    _worker_job = job
+def _work(connection, job: Job, parent: int) -> None:
+    """A worker: lint the chunks the parent sends, one outcome a file, ``None`` after a chunk."""
+    import signal
 
+    from torchlint.process import die_with_parent
 
-def _check_chunk(chunk: list[tuple[str, str | None]]) -> list[Outcome]:
-    assert _worker_job is not None
-    return [check_file(path, expected, _worker_job) for path, expected in chunk]
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    while True:
+        try:
+            chunk = connection.recv()
+        except (EOFError, OSError):
+            return
+        if chunk is None:
+            return
+        for path, expected in chunk:
+            outcome = check_file(path, expected, job)
+            try:
+                connection.send(outcome)
+            except (OSError, EOFError):
+                return
+            except Exception as error:  # e.g. a result that cannot be pickled
+                connection.send(Outcome(path, None, [_internal_error(path, error)]))
+        connection.send(None)
 
 
 def lint_stdin(data: bytes, path: str, job: Job, ignored: frozenset[str]) -> RunResult:
+    if len(data) > job.max_file_size:
+        return RunResult([v for v in [too_large(path, len(data), job.max_file_size)] if v.code not in ignored], 1)
     try:
         violations = lint_source(data, path, job.rules, job.options, job.prefilter)
     except Exception as error:

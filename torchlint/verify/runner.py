@@ -54,7 +54,7 @@ def environment() -> dict[str, Any]:
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_environment_child, args=(sender,), daemon=True)
-    process.start()
+    _start(process)
     sender.close()
     try:
         if receiver.poll(DEFAULT_TIMEOUT):
@@ -72,7 +72,23 @@ def _context():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["torchlint.verify.preload"])  # imports torch once, freezes it
+    # The fork server is a new interpreter (`python -c ...`): started from here, a `torch.py` or
+    # `multiprocessing.py` in the working directory would be imported instead of the real one.
+    from multiprocessing import forkserver
+
+    from torchlint.process import safe_start
+
+    with safe_start(change_directory=True):
+        forkserver.ensure_running()
     return context
+
+
+def _start(process) -> None:
+    """Start a probe process; one spawned (no fork server) gets no working directory on its path."""
+    from torchlint.process import safe_start
+
+    with safe_start():
+        process.start()
 
 
 def _failure(request: ProbeRequest, kind: str, message: str) -> dict[str, Any]:
@@ -93,7 +109,7 @@ def run_probes(requests: list[ProbeRequest], jobs: int | None = None,
             index, request = pending.pop(0)
             receiver, sender = context.Pipe(duplex=False)
             process = context.Process(target=_child, args=(request, sender), daemon=True)
-            process.start()
+            _start(process)
             sender.close()
             running[index] = (process, receiver, time.monotonic())
         for index, (process, receiver, started) in list(running.items()):
