@@ -163,7 +163,7 @@ def _lint(argv: list[str]) -> int:
         raise UsageError(f"--statistics prints text or json, not {args.format}: drop --statistics or "
                          "use --format text or json")
     if args.output_file:
-        _check_output_file(args.output_file)
+        check_output_path(args.output_file, "--output-file")
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
@@ -298,8 +298,8 @@ def _excluded(path: str, settings) -> bool:
     return _Excluder(settings.exclude, settings.root).with_parents(path)
 
 
-def _check_output_file(path: str) -> None:
-    """Fail before linting, not after, when the report could not be written to ``path``."""
+def check_output_path(path: str, option: str) -> None:
+    """Fail before the work, not after it, when the report could not be written to ``path``."""
     import os
 
     directory = os.path.dirname(os.path.abspath(path))
@@ -313,7 +313,7 @@ def _check_output_file(path: str) -> None:
         problem = f"directory {os.path.dirname(path) or '.'} is not writable"
     else:
         return
-    raise UsageError(f"--output-file {path}: {problem}")
+    raise UsageError(f"{option} {path}: {problem}")
 
 
 def _read_files_from(source: str, parse) -> list[str]:
