@@ -233,3 +233,26 @@ def test_verify_cli_does_not_import_torch_in_the_parent():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                             cwd=REPO, env={**os.environ, "COLUMNS": "100"})
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_no_numpy_warning_from_inside_torch_when_numpy_is_missing(tmp_path):
+    """torch warns "Failed to initialize NumPy" at import when numpy is missing; the user cannot act
+    on it, so the verifier's probes filter it and its parent process never imports torch."""
+    needs_torch()
+    blocked = tmp_path / "no_numpy" / "numpy"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(blocked.parent),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    plain = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env,
+                           timeout=120, cwd=tmp_path)
+    assert "Failed to initialize NumPy" in plain.stderr  # the situation this test is about
+    # The parent must not import torch either (it once did, unpickling the probes' torch.__version__).
+    code = ("import sys\nfrom torchlint.verify.cli import main\n"
+            "code = main(['NR1', '--device', 'cpu'])\nprint('parent imported torch:', 'torch' in sys.modules)\n"
+            "raise SystemExit(code)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "NumPy" not in result.stderr and "1 confirmed" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "parent imported torch: False"

@@ -235,7 +235,7 @@ def measure(path: str, function: str = "run", step_counts: tuple[int, ...] = (2,
     torch.set_num_threads(1)
     result: dict[str, Any] = {
         "fixture": path, "function": function, "device": device,
-        "torch_version": torch.__version__, "runs": [], "timing": [], "error": None,
+        "torch_version": str(torch.__version__), "runs": [], "timing": [], "error": None,
     }
     try:
         session = Session(load_function(path, function), device)
@@ -264,7 +264,7 @@ def measure(path: str, function: str = "run", step_counts: tuple[int, ...] = (2,
 
 
 def environment() -> dict[str, Any]:
-    return {"torch_version": torch.__version__, "cuda": torch.cuda.is_available()}
+    return {"torch_version": str(torch.__version__), "cuda": torch.cuda.is_available()}
 
 
 def main(argv: list[str] | None = None) -> int:
