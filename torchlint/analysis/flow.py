@@ -278,6 +278,54 @@ class ControlFlowQueries:
         found = self._branch_parents.get(id(sequence))
         return found[1:] if found is not None else None
 
+    # ------------------------------------------------------------------ branch conditions
+
+    def branch_conditions(self, stmt, scope: Scope) -> tuple[tuple[str, bool], ...]:
+        """The ``if`` tests that decide whether ``stmt`` runs within its function: (test's code
+        without a leading ``not``, whether it must be true) for each enclosing ``if`` /
+        ``elif`` branch, outermost first."""
+        memo = scope._memo.get("branches")
+        if memo is None:
+            memo = scope._memo["branches"] = {}
+            body = scope.node.body
+            self._record_branches(body.body if hasattr(body, "body") else body, (), memo)
+        return memo.get(id(stmt), ())
+
+    def _record_branches(self, statements, path: tuple, memo: dict) -> None:
+        for stmt in statements:
+            memo[id(stmt)] = path
+            if type(stmt) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+                for small in stmt.body:
+                    memo[id(small)] = path
+                continue
+            kind = type(stmt)
+            if kind in (cst.FunctionDef, cst.ClassDef):
+                continue
+            if kind is cst.If:
+                test, positive = stmt.test, True
+                while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+                    test, positive = test.expression, not positive
+                text = self.code(test, 10_000)
+                self._record_branches(_suite_statements(stmt.body), path + ((text, positive),), memo)
+                if stmt.orelse is not None:
+                    negated = path + ((text, not positive),)
+                    if type(stmt.orelse) is cst.If:
+                        self._record_branches([stmt.orelse], negated, memo)
+                    else:
+                        self._record_branches(_suite_statements(stmt.orelse.body), negated, memo)
+                continue
+            for block in _child_blocks(stmt):
+                self._record_branches(block, path, memo)
+
+    def exclusive_branches(self, first, second, scope: Scope) -> bool:
+        """Can the two statements never both run in one call: one is under ``if c:`` and the
+        other under its ``else`` (or ``if not c:``) with the same test ``c``?"""
+        conditions = dict(self.branch_conditions(first, scope))
+        return any(
+            text in conditions and conditions[text] is not positive
+            for text, positive in self.branch_conditions(second, scope)
+        )
+
     def calls_within(self, node) -> list:
         """Every call anywhere under ``node``, nested blocks included (for opaque compound
         statements of a straight-line sequence)."""
@@ -286,3 +334,26 @@ class ControlFlowQueries:
         return [item for item in iter_expression_nodes(node) if type(item) is cst.Call]
 
 
+
+
+def _suite_statements(suite) -> list:
+    return list(suite.body) if type(suite) is cst.IndentedBlock else [suite]
+
+
+def _child_blocks(stmt) -> list[list]:
+    """The statement lists directly inside a compound statement other than ``if``."""
+    kind = type(stmt)
+    blocks = []
+    if kind in (cst.For, cst.While, cst.With):
+        blocks.append(_suite_statements(stmt.body))
+        if kind is not cst.With and stmt.orelse is not None:
+            blocks.append(_suite_statements(stmt.orelse.body))
+    elif kind in (cst.Try, cst.TryStar):
+        blocks.append(_suite_statements(stmt.body))
+        blocks.extend(_suite_statements(handler.body) for handler in stmt.handlers)
+        for extra in (stmt.orelse, stmt.finalbody):
+            if extra is not None:
+                blocks.append(_suite_statements(extra.body))
+    elif kind is cst.Match:
+        blocks.extend(_suite_statements(case.body) for case in stmt.cases)
+    return blocks

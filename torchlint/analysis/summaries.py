@@ -72,6 +72,32 @@ class SummaryQueries:
             ]
         return memo["calls"]
 
+    def callers_of(self, scope: Scope) -> list[tuple[object, Context]]:
+        """The calls in this module that run the function (as ``called_function`` resolves
+        them), with their contexts."""
+        index = self.module_scope._memo.get("callers")
+        if index is None:
+            index = self.module_scope._memo["callers"] = {}
+            for caller in [self.module_scope, *self.scopes.values()]:
+                if caller.kind == "class":
+                    continue
+                for call, ctx, callee in self.scope_calls(caller):
+                    if callee is not None:
+                        index.setdefault(id(callee), []).append((call, ctx))
+        return index.get(id(scope), [])
+
+    def overrides_external_hook(self, scope: Scope) -> bool:
+        """Is the function a method of a class with a base defined elsewhere, and never called
+        in this module? Then a framework calls it, and owns its grad mode."""
+        parent = scope.parent
+        if parent is None or parent.kind != "class" or self.callers_of(scope):
+            return False
+        return any(
+            (dotted_name(base.value) or "") not in self.local_classes
+            and (dotted_name(base.value) or "") not in ("object", "ABC", "abc.ABC", "Generic")
+            for base in parent.node.bases
+        )
+
     # ------------------------------------------------------------------ summaries
 
     def reaches_call(self, scope: Scope, question: str, predicate, depth: int = 0) -> bool:

@@ -244,8 +244,8 @@ class ModuleWalk:
         self._bind(node.name.value, "def", node, (), node, ctx)
         class_scope = scope if scope.kind == "class" else scope.class_scope
         body_grad = GradMode.ENABLED
-        if scope.kind == "class" and node.name.value in LIGHTNING_NO_GRAD_HOOKS:
-            body_grad = GradMode.DISABLED  # Lightning runs these hooks under no_grad
+        if scope.kind == "class" and node.name.value in LIGHTNING_NO_GRAD_HOOKS and not self._uses_skorch():
+            body_grad = GradMode.DISABLED  # Lightning runs these hooks under no_grad (skorch does not)
         for decorator in node.decorators:
             body_grad = self._with_item_grad(decorator.decorator, body_grad)
         function_scope = Scope(node, "function", scope, class_scope, body_grad)
@@ -258,6 +258,10 @@ class ModuleWalk:
             if isinstance(param, cst.Param):
                 self._bind(param.name.value, "param", None, (), node, param_ctx)
         self._walk_suite(node.body, function_scope, (), body_grad, None, False)
+
+    def _uses_skorch(self) -> bool:
+        """skorch's ``NeuralNet.validation_step`` runs with grad enabled unless it disables it."""
+        return any(name == "skorch" or name.startswith("skorch.") for name in self.imports.values())
 
     def _with_item_grad(self, expr, grad: GradMode) -> GradMode:
         """Grad mode inside ``with expr:`` (or under decorator ``@expr``)."""

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import math
 import re
 
@@ -7,12 +8,17 @@ from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
     is_test_file, iter_expression_nodes, last_part, name_words, strip_pass_through,
 )
+from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
-DEFAULT_EVAL_WORDS = ("evaluate", "validate", "validation", "test", "predict", "infer", "inference")
+DEFAULT_EVAL_WORDS = (
+    "evaluate", "evaluation", "eval", "validate", "validation", "valid", "val", "test", "predict", "infer",
+    "inference",
+)
 # Calling a loss on outputs builds no graph of its own worth reporting: the model call does.
 LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
+RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 COMPREHENSIONS = ("ListComp", "SetComp", "GeneratorExp", "DictComp")
 DATA_WORDS = frozenset({"data", "dataset", "datasets", "buffer", "stream", "loader", "exps", "experience"})
 # Ultralytics model wrappers: calling one runs `predict()`, which disables grad itself.
@@ -28,10 +34,16 @@ class EvalWithoutNoGrad(Rule):
     Finds evaluation loops that run forward passes with autograd enabled. Evaluation code is
     what follows `model.eval()` in a function (until that model's `.train()`), which covers
     the epoch function with a training phase and then a validation phase, and the body of a
-    function whose name says evaluation (`evaluate`, `validate`, `validation`, `test`,
-    `predict`, `infer`, `inference` as a word of a snake_case or camelCase name). Reported
-    once per function, at its first forward pass inside a loop (or a comprehension) that runs
-    with grad enabled.
+    function whose name says evaluation (`evaluate`, `evaluation`, `eval`, `validate`,
+    `validation`, `valid`, `val`, `test`, `predict`, `infer`, `inference` as a word of a
+    snake_case or camelCase name), at a script's or notebook's top level too. Reported once
+    per function, at its first forward pass that repeats with grad enabled: inside a loop or
+    a comprehension, or anywhere in a function that runs once per batch (a framework's
+    per-step hook such as skorch's `validation_step`, or a helper a loop of the module calls
+    with grad enabled). A forward pass may sit behind a call: `self.infer(x)` runs one when
+    the helper it calls does, and `run_epoch(model, val_loader)` after `model.eval()` is
+    reported at the call when `run_epoch` loops over forward passes without training for
+    those arguments (a `backward()` under `if train:` does not run for `train=False`).
 
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
@@ -50,13 +62,19 @@ class EvalWithoutNoGrad(Rule):
     `backward()`, `torch.autograd.grad` or an optimizer step (fine-tuning with frozen batch
     norm after `model.eval()`, saliency maps); models used only through methods such as
     `.generate()` / `.encode()`, and Ultralytics `YOLO(...)` wrappers, whose call predicts
-    under `inference_mode`; a single forward pass outside any loop (a dry run or per-sample
-    prediction: the caller's loop is invisible here). A function named like evaluation stops
-    being evaluation code at its first `.train()`. Methods of `nn.Module` subclasses are not
-    evaluation code by name (`predict_masks` is part of the model's forward; its caller owns
-    the grad mode), and `.eval()` on a dataset or buffer (Avalanche's transform groups) or an
-    optimizer (schedule-free optimizers) starts no region. Evaluation helpers called from a
-    loop elsewhere and module-level scripts are not analysed.
+    under `inference_mode`; a single forward pass outside any loop of a function no loop
+    calls (a dry run, or per-sample prediction whose caller is in another file), or inside a
+    retry loop (`while retries:`). A function named like evaluation stops being evaluation
+    code at its first `.train()` (`.train(flag)` with a variable switches nothing that can be
+    known). A training call on the other branch of the `if` that switched to `.eval()`
+    (`if train: model.train() else: model.eval()` … `if train: loss.backward()`) does not make
+    the region training. Methods of `nn.Module` subclasses are not evaluation code by name
+    (`predict_masks` is part of the model's forward; its caller owns the grad mode), and
+    `.eval()` on a dataset or buffer (Avalanche's transform groups) or an optimizer
+    (schedule-free optimizers) starts no region. A method that overrides a hook of a base
+    class defined elsewhere and is never called in its own file (`Predictor.inference`) runs
+    under a grad mode its framework sets: there only the method's own loops count, not
+    forward passes behind helpers. Calls into other files are not followed.
 
     Unit tests: in test files (under a `tests/` or `test/` directory, or named `test_*.py` /
     `*_test.py` / `conftest.py`), a name that says "test" is a pytest test, not an evaluation
@@ -104,6 +122,43 @@ def fit(model, optimizer, train_loader, val_loader, epochs):
 def predictBatches(net, batches):
     return [net(b).softmax(-1) for b in batches]  # expect: TL201
 """,
+        """\
+def run_epoch(model, loader, optimizer, train):
+    if train:
+        model.train()
+    else:
+        model.eval()
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)  # expect: TL201
+        if train:
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+""",
+        """\
+def run_epoch(model, loader):
+    total = 0.0
+    for x, y in loader:
+        total += F.cross_entropy(model(x), y).item()
+    return total
+
+model.eval()
+val_loss = run_epoch(model, val_loader)  # expect: TL201
+""",
+        """\
+class Net:
+    def infer(self, x):
+        return self.module_(x)
+
+    def eval_step(self, x, y):
+        self.module_.eval()
+        y_pred = self.infer(x)  # expect: TL201
+        return self.criterion_(y_pred, y)
+
+    def fit_loop(self, batches):
+        for x, y in batches:
+            self.eval_step(x, y)
+""",
     ]
     VALID = [
         """\
@@ -146,6 +201,41 @@ def infer(model, loader):
     for x in loader:
         yield model(x)
 """,
+        """\
+def run_epoch(model, loader, optimizer, train):
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        if train:
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+model.eval()
+with torch.no_grad():
+    val_loss = run_epoch(model, val_loader, None, train=False)
+""",
+        """\
+class Predictor(BasePredictor):
+    def inference(self, im):
+        return self.run_crops(im)
+
+    def run_crops(self, im):
+        return [self.model(crop) for crop in crops(im)]
+""",
+        """\
+def profile(model, x):
+    model.eval()
+    retries = 2
+    while retries:
+        retries -= 1
+        try:
+            return count_flops(model, x)
+        except RuntimeError:
+            pass
+
+def count_flops(model, x):
+    return model(x)
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -158,7 +248,7 @@ def infer(model, loader):
         regions = self._regions(scope)
         if not regions:
             return
-        found = self._first_forward(scope, regions)
+        found = self._first_forward(scope, regions, strict=self._grad_unknown(scope))
         if found is None:
             return
         if analysis.all_calls_grad_disabled(scope):
@@ -212,10 +302,14 @@ def infer(model, loader):
         from ``model.eval()`` to that model's ``.train()``, and for a function named like
         evaluation, from its start to the first ``.train()``."""
         switches = []  # (order, "eval" / "train", receiver key)
+        switch_statements = scope._memo.setdefault("tl201_switches", {})
         for stmt, stmt_ctx in scope.statements:
+            if stmt_ctx.scope is not scope:
+                continue
             switch = _mode_switch(stmt)
             if switch is not None and not self._not_a_model(switch[1], stmt_ctx):
                 switches.append((stmt_ctx.order, switch[0], dotted_name(switch[1])))
+                switch_statements[stmt_ctx.order] = stmt
         regions = []
         if node is not None and self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
             regions.append((start_order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
@@ -253,6 +347,7 @@ def infer(model, loader):
         """Does any statement in the region (nested functions included, for optimizer closures)
         backpropagate or step an optimizer?"""
         after, until = region
+        switch = scope._memo.get("tl201_switches", {}).get(after)
         for stmt, ctx in scope.statements:
             if not after < ctx.order < until:
                 continue
@@ -261,7 +356,34 @@ def infer(model, loader):
                 if inner is not None and self._trains(inner, (-1, math.inf)):
                     return True
                 continue
-            if any(self._is_training_call(call, ctx) for call in self.analysis.calls_in(stmt)):
+            if switch is not None and self.analysis.exclusive_branches(switch, stmt, scope):
+                continue  # `if is_train: loss.backward()` against `else: model.eval()`
+            if any(self._is_training_call(call, ctx) or self._callee_trains(call, ctx)
+                   for call in self.analysis.calls_in(stmt)):
+                return True
+        return False
+
+    def _callee_trains(self, call, ctx: Context) -> bool:
+        """Does the module-defined function this call runs backpropagate or step an optimizer,
+        with the arguments given? A ``backward()`` under ``if train:`` does not run for
+        ``run_epoch(loader, train=False)``."""
+        analysis = self.analysis
+        callee = analysis.called_function(call, ctx)
+        if callee is None or callee is ctx.scope:
+            return False
+        if not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
+            return False
+        constants = _constant_arguments(call, callee)
+        for inner_call, inner_ctx, inner_callee in analysis.scope_calls(callee):
+            training = self._is_training_call(inner_call, inner_ctx) or (
+                inner_callee is not None and inner_callee is not callee
+                and (analysis.backpropagates(inner_callee) or analysis.steps_optimizer(inner_callee))
+            )
+            if not training:
+                continue
+            statement = _statement_of(inner_call, callee, analysis)
+            conditions = analysis.branch_conditions(statement, callee) if statement is not None else ()
+            if not any(_falsified(text, positive, constants) for text, positive in conditions):
                 return True
         return False
 
@@ -280,9 +402,32 @@ def infer(model, loader):
 
     # ------------------------------------------------------------------ forward passes
 
-    def _first_forward(self, scope, regions):
+    def _grad_unknown(self, scope, depth: int = 0) -> bool:
+        """Is the grad mode the function runs under owned by code this module cannot see? A
+        framework's override (``Predictor.inference``, called by a base class elsewhere), or a
+        function called only by such functions. Code that trains (``fit``) runs with grad on. Then only its own loops of module calls count
+        (a helper's forward, or repetition by a caller's loop, could be under the framework's
+        ``no_grad``)."""
+        if scope.kind != "function" or depth > MAX_CALL_DEPTH:
+            return False
+        memo = scope._memo
+        if "tl201_unknown" not in memo:
+            memo["tl201_unknown"] = False  # recursion guard
+            analysis = self.analysis
+            if analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
+                unknown = False  # training code: grad is on wherever it is called from
+            elif analysis.overrides_external_hook(scope):
+                unknown = True
+            else:
+                callers = [ctx.scope for _, ctx in analysis.callers_of(scope) if ctx.scope is not scope]
+                unknown = bool(callers) and all(self._grad_unknown(caller, depth + 1) for caller in callers)
+            memo["tl201_unknown"] = unknown
+        return memo["tl201_unknown"]
+
+    def _first_forward(self, scope, regions, strict: bool = False):
         """The first forward pass in a loop or comprehension, with grad enabled, inside a region
-        that does not train: (statement, call) or None."""
+        that does not train: (statement, call) or None. ``strict``: only module calls inside
+        the function's own loops count."""
         trains: dict[tuple, bool] = {}
         for stmt, ctx in scope.statements:
             if ctx.grad is not GradMode.ENABLED or type(stmt) is cst.FunctionDef:
@@ -290,10 +435,15 @@ def infer(model, loader):
             inside = [region for region in regions if region[0] < ctx.order < region[1]]
             if not inside:
                 continue
-            # a loop, or a function an evaluation loop of this module calls for every batch
-            repeated = bool(ctx.visible_loops) or self._called_from_evaluation(scope)
+            # a loop, or a function that runs once per step (a loop of this module or a
+            # framework calls it for every batch)
+            repeated = _repeats(ctx, self.analysis) or (not strict and self._runs_per_step(scope))
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
-            call = next((call for call in calls if self._is_forward(call, ctx)), None)
+            is_forward = self._is_module_call if strict else self._is_forward
+            call = next((call for call in calls if is_forward(call, ctx)), None)
+            if call is None and not strict:
+                # a helper that loops over the batches itself: `run_epoch(model, val_data)`
+                call = next((call for call in self.analysis.calls_in(stmt) if self._loops_forward(call, ctx)), None)
             if call is None:
                 continue
             for region in inside:
@@ -303,7 +453,75 @@ def infer(model, loader):
                     return stmt, call
         return None
 
+    def _runs_per_step(self, scope, depth: int = 0) -> bool:
+        """Is the function a framework's per-step hook, or called with grad enabled for every
+        batch by a loop of this module (directly or through other per-step functions)? Then
+        each of its forward passes repeats."""
+        if self._called_from_evaluation(scope):
+            return True
+        analysis = self.analysis
+        loop = analysis.loops.get(id(scope.node)) if scope.kind == "function" else None
+        if loop is None or loop.implicit is None or not analysis.is_step_loop(loop):
+            return False
+        if not loop.callers:
+            return True  # a framework hook
+        return depth < MAX_CALL_DEPTH and any(
+            caller_ctx.grad is GradMode.ENABLED and caller_ctx.scope.grad is GradMode.ENABLED
+            and not self._grad_unknown(caller_ctx.scope) and (
+                _repeats(caller_ctx, analysis)
+                or (caller_ctx.scope is not scope and self._runs_per_step(caller_ctx.scope, depth + 1))
+            )
+            for _, caller_ctx in loop.callers
+        )
+
     def _is_forward(self, call, ctx: Context) -> bool:
+        """A module call (``model(x)``, ``model.forward(x)``), or a call of a module-defined
+        helper that runs one without training (``self.infer(x)``, ``self._predict(batch)``)."""
+        if self._is_module_call(call, ctx):
+            return True
+        callee = self.analysis.called_function(call, ctx)
+        if callee is None or callee is ctx.scope or callee.grad is not GradMode.ENABLED:
+            return False
+        if LOSS_NAME_RE.search(callee.name) or self._callee_trains(call, ctx):
+            return False
+        return self._runs_forward(callee, 0)
+
+    def _runs_forward(self, scope, depth: int) -> bool:
+        """Does the function run a module call with grad enabled, itself or through the
+        module-defined functions it calls with grad enabled (to ``MAX_CALL_DEPTH``)?"""
+        memo = scope._memo
+        if "tl201_forward" in memo:
+            return memo["tl201_forward"]
+        memo["tl201_forward"] = False  # recursion resolves to "no"
+        result = depth <= MAX_CALL_DEPTH and any(
+            inner_ctx.grad is GradMode.ENABLED and (
+                self._is_module_call(inner, inner_ctx)
+                or (callee is not None and callee is not scope and callee.grad is GradMode.ENABLED
+                    and self._runs_forward(callee, depth + 1))
+            )
+            for inner, inner_ctx, callee in self.analysis.scope_calls(scope)
+        )
+        memo["tl201_forward"] = result
+        return result
+
+    def _loops_forward(self, call, ctx: Context) -> bool:
+        """Does the call run a module-defined function that loops over forward passes with
+        grad enabled, without training, and that is not evaluation code reported on its own?"""
+        analysis = self.analysis
+        callee = analysis.called_function(call, ctx)
+        if callee is None or callee is ctx.scope or callee.grad is not GradMode.ENABLED:
+            return False
+        if self._callee_trains(call, ctx):
+            return False
+        if not any(
+            _repeats(inner_ctx, analysis) and inner_ctx.grad is GradMode.ENABLED and self._is_forward(inner, inner_ctx)
+            for inner, inner_ctx, _ in analysis.scope_calls(callee)
+        ):
+            return False
+        own = self._regions(callee)
+        return not own or self._first_forward(callee, own, strict=self._grad_unknown(callee)) is None
+
+    def _is_module_call(self, call, ctx: Context) -> bool:
         target = call.func
         if type(target) is cst.Attribute and target.attr.value == "forward":
             target = target.value
@@ -340,7 +558,11 @@ def _mode_switch(stmt):
         receiver = strip_pass_through(value.func.value)
         if method == "train":
             flag = value.args[0].value if value.args else None
-            return ("eval" if type(flag) is cst.Name and flag.value == "False" else "train"), receiver
+            if flag is None or (type(flag) is cst.Name and flag.value == "True"):
+                return "train", receiver
+            if type(flag) is cst.Name and flag.value == "False":
+                return "eval", receiver
+            return None  # train(training): the mode depends on the caller
         if method == "eval" and not value.args:  # eval(...) with arguments is not a module's
             return "eval", receiver
         value = value.func.value
@@ -361,3 +583,116 @@ def _comprehension_calls(stmt, analysis) -> list:
                 if type(inner) is cst.Call and id(inner) not in skipped
             )
     return calls
+
+
+_UNKNOWN = object()
+
+
+def _repeats(ctx: Context, analysis) -> bool:
+    """Is the statement inside a for / while loop that really repeats (not a retry loop that
+    breaks out after its first successful pass)?"""
+    return any(
+        not analysis.loop_runs_once(loop) and not _is_retry_loop(loop.node) for loop in ctx.visible_loops
+    )
+
+
+def _is_retry_loop(node) -> bool:
+    """``while retries:`` / ``for attempt in range(3):``: the body runs again only to retry."""
+    header = node.test if type(node) is cst.While else node.target
+    return any(
+        type(item) is cst.Name and RETRY_RE.search(item.value) for item in iter_expression_nodes(header)
+    )
+
+
+def _literal(expr):
+    """The value of a literal argument (``False``, ``None``, ``0``, ``"val"``), else ``_UNKNOWN``."""
+    kind = type(expr)
+    if kind is cst.Name and expr.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[expr.value]
+    if kind in (cst.Integer, cst.SimpleString):
+        try:
+            return ast.literal_eval(expr.value)
+        except (ValueError, SyntaxError):
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+def _constant_arguments(call, callee) -> dict:
+    """Parameters of ``callee`` that the call fixes to a literal, by position, keyword or an
+    unpassed default."""
+    params = callee.node.params
+    positional = [*params.posonly_params, *params.params]
+    if callee.parent is not None and callee.parent.kind == "class" and type(call.func) is cst.Attribute:
+        positional = positional[1:]  # self / cls
+    values = {}
+    for param in [*positional, *params.kwonly_params]:
+        if param.default is not None:
+            values[param.name.value] = _literal(param.default)
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            values[arg.keyword.value] = _literal(arg.value)
+        elif index < len(positional):
+            values[positional[index].name.value] = _literal(arg.value)
+            index += 1
+    return {name: value for name, value in values.items() if value is not _UNKNOWN}
+
+
+def _falsified(test: str, positive: bool, constants: dict) -> bool:
+    """Does the branch condition (``test`` must be ``positive``) fail for these constants?"""
+    if not constants:
+        return False
+    try:
+        value = _evaluate(ast.parse(test, mode="eval").body, constants)
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    return value is not _UNKNOWN and bool(value) is not positive
+
+
+def _evaluate(node, constants: dict):
+    kind = type(node)
+    if kind is ast.Constant:
+        return node.value
+    if kind is ast.Name:
+        return constants.get(node.id, _UNKNOWN)
+    if kind is ast.UnaryOp and type(node.op) is ast.Not:
+        value = _evaluate(node.operand, constants)
+        return _UNKNOWN if value is _UNKNOWN else not value
+    if kind is ast.BoolOp:
+        values = [_evaluate(item, constants) for item in node.values]
+        if type(node.op) is ast.And:
+            if any(value is not _UNKNOWN and not value for value in values):
+                return False
+            return _UNKNOWN if _UNKNOWN in values else all(values)
+        if any(value is not _UNKNOWN and value for value in values):
+            return True
+        return _UNKNOWN if _UNKNOWN in values else any(values)
+    if kind is ast.Compare and len(node.ops) == 1:
+        left, right = _evaluate(node.left, constants), _evaluate(node.comparators[0], constants)
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        op = type(node.ops[0])
+        try:
+            if op is ast.Eq:
+                return left == right
+            if op is ast.NotEq:
+                return left != right
+            if op is ast.Is:
+                return left is right
+            if op is ast.IsNot:
+                return left is not right
+        except Exception:  # noqa: BLE001 - comparing literals cannot fail, but never crash a lint
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+def _statement_of(call, scope, analysis):
+    """The statement of ``scope`` whose own expressions hold ``call``."""
+    index = scope._memo.get("call_statements")
+    if index is None:
+        index = scope._memo["call_statements"] = {
+            id(inner): stmt for stmt, ctx in scope.statements if ctx.scope is scope for inner in analysis.calls_in(stmt)
+        }
+    return index.get(id(call))
