@@ -35,8 +35,9 @@ def hook_repository(destination: Path) -> Path:
     destination.mkdir()
     for name in PROJECT_FILES:
         shutil.copy2(REPO / name, destination / name)
-    shutil.copytree(REPO / "torchlint", destination / "torchlint",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # fixtures/ is installed too, as the package torchlint._fixtures (pyproject.toml's package-dir)
+    for package in ("torchlint", "fixtures"):
+        shutil.copytree(REPO / package, destination / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     git("init", "-q", cwd=destination)
     git("add", ".", cwd=destination)
     git("commit", "-q", "-m", "hook", cwd=destination)
