@@ -150,3 +150,39 @@ def test_plot_records_writes_one_png_per_rule(cpu_run, tmp_path):
     assert sorted(path.name for path in written) == sorted(f"{code}.png" for code in {r["code"] for r in records})
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def cuda_measured(segments: int, step_ms: float, allocations: int):
+    """A probe result shaped like a CUDA run: allocator counters, no storage sizes."""
+    from torchlint.verify.claims import Measured
+
+    runs = [{"steps": n, "live_bytes": 0, "peak_bytes": 4096 * (1 + allocations), "allocations": allocations * n,
+             "allocated_bytes": 4096 * n, "graph_nodes": 0, "segments_allocated": segments * n,
+             "reserved_bytes": 2 ** 20, "exception": None, "figures": {}} for n in (2, 4, 8)]
+    samples = [step_ms / 1e3 * (1 + k / 10) for k in range(6)]
+    timing = [{"steps": 8, "cpu_s": 0.01, "wall_s": 0.02, "step_cpu_s": samples, "step_wall_s": samples,
+               "exception": None}]
+    return Measured({"fixture": "/x/TL401/bad.py", "runs": runs, "timing": timing, "error": None})
+
+
+@pytest.mark.parametrize("code", ["TL401", "TL403"])
+def test_cuda_charts_use_the_allocator_figures(code, tmp_path):
+    from torchlint.verify.verifier import record
+
+    (claim,) = [claim for claim in all_claims() if claim.code == code]
+    bad, good = cuda_measured(1, 2.0, 3), cuda_measured(0, 1.0, 2)
+    data = record(claim, "cuda", "2.13.0", "confirmed", "detail", bad, good, "bad summary", "good summary")
+    figure = chart(data)
+    panels = {panel.metric: panel for panel in figure.panels}
+    if code == "TL401":
+        assert list(panels) == ["wall_time_per_step", "segments"]
+        assert series(panels["segments"], "bad").y == [2, 4, 8] and series(panels["segments"], "good").y == [0] * 3
+        assert series(panels["wall_time_per_step"], "bad").value == pytest.approx(2.0)
+    else:
+        assert series(panels["buffer_allocations"], "bad").y == [6, 12, 24]  # all allocations: CUDA has no sizes
+        assert "CUDA" in panels["buffer_allocations"].title
+    require("matplotlib")
+    from torchlint.verify.plot import plot_records
+
+    (path,) = plot_records([data], tmp_path)
+    assert path.name == f"{code}.png" and path.stat().st_size > 0
