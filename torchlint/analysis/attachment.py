@@ -5,9 +5,17 @@ from __future__ import annotations
 
 
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import NOT_FORWARD_METHOD_RE, BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
+from torchlint.analysis.vocabulary import name_words, NOT_FORWARD_METHOD_RE, BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
 from torchlint.analysis.syntax import _tensor_operand_keys, call_arguments, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, training_test
 from torchlint.analysis.scopes import Binding, Context, Scope
+
+
+# A loss's bookkeeping, not a loss function: `loss_meter(...)`, `loss_history(...)`.
+LOSS_BOOKKEEPING_WORDS = frozenset({
+    "meter", "meters", "history", "log", "logger", "tracker", "avg", "average", "record", "records",
+    "str", "name", "names", "weight", "weights", "scale", "scaler", "value", "values", "item", "items",
+    "list", "dict", "sum", "total", "hist", "buffer", "plot", "print", "fmt", "format",
+})
 
 
 class AttachmentQueries:
@@ -150,16 +158,15 @@ class AttachmentQueries:
     def _attached(self, expr, ctx: Context) -> bool:
         kind = type(expr)
         if kind is cst.Name:
-            binding = self.lookup(expr.value, ctx)
-            return binding is not None and self._binding_attached(binding)
+            return any(self._binding_attached(binding) for binding in self.reaching_bindings(expr.value, ctx))
         if kind is cst.Attribute:
             if expr.attr.value in NON_GRAPH_ATTRIBUTES:
                 return False
             key = dotted_name(expr)
             if key is not None:
-                binding = self.lookup(key, ctx)
-                if binding is not None:
-                    return self._binding_attached(binding)
+                bindings = self.reaching_bindings(key, ctx)
+                if bindings:
+                    return any(self._binding_attached(binding) for binding in bindings)
             return self._attached(expr.value, ctx)  # out.loss, out.logits
         if kind is cst.Subscript:
             return self._attached(expr.value, ctx)
@@ -276,7 +283,18 @@ class AttachmentQueries:
             name = func.value
             if name in PASS_THROUGH_BUILTINS and name not in self.imports:
                 return any(self._attached(arg.value, ctx) for arg in call.args)
-        return self.is_module(func, ctx) or self.call_returns_attached(call, ctx)
+        return self.is_module(func, ctx) or self.call_returns_attached(call, ctx) or self._loss_call_attached(call, ctx)
+
+    def _loss_call_attached(self, call, ctx: Context) -> bool:
+        """``self.loss(prediction, y)``, ``self.criterion_fn(out, t)``: a callable named like a loss,
+        applied to an attached value, returns an attached loss."""
+        key = dotted_name(call.func)
+        if key is None:
+            return False
+        words = set(name_words(last_part(key)))
+        if not words & {"loss", "criterion"} or words & LOSS_BOOKKEEPING_WORDS:
+            return False
+        return any(self._attached(arg.value, ctx) for arg in call.args)
 
     def _module_method_in_training(self, func, ctx: Context) -> bool:
         """``policy.evaluate_actions(obs)``, ``self.model.calculate_loss(batch)``: a computing

@@ -347,6 +347,25 @@ class ModuleWalk:
             outer = outer.parent
         return None
 
+    def reaching_bindings(self, key: str, ctx: Context) -> list[Binding]:
+        """The bindings of ``key`` that may be in force at ``ctx``: ``lookup``'s, and earlier ones
+        of the same function on the other arms of an ``if`` (``if a: loss = f(x)`` /
+        ``else: loss = None`` both reach the statement after the ``if``)."""
+        latest = self.lookup(key, ctx)
+        if latest is None or latest.ctx.scope is not ctx.scope:
+            return [latest] if latest is not None else []
+        bindings = ctx.scope.bindings.get(key, ())
+        index = next(i for i, binding in enumerate(bindings) if binding is latest)
+        found = [latest]
+        scope = ctx.scope
+        while index > 0:
+            index -= 1
+            earlier = bindings[index]
+            if not all(self.exclusive_branches(earlier.stmt, other.stmt, scope) for other in found):
+                break
+            found.append(earlier)
+        return found
+
     def bindings_in(self, key: str, scope: Scope) -> list[Binding]:
         return scope.bindings.get(key, [])
 

@@ -62,6 +62,21 @@ for step, batch in enumerate(loader):
     out = model(**batch)
     history[step] = out.loss  # expect: TL101
 """,
+        """\
+class Forecaster(LightningModule):
+    def step(self, x, y):
+        out = self(x)
+        if self.predicting:
+            loss = None
+        else:
+            loss = self.loss(out, y)
+        return {"loss": loss, "n": len(x)}, out
+
+    def training_step(self, batch, batch_idx):
+        log, out = self.step(*batch)
+        self.training_step_outputs.append(log)  # expect: TL101
+        return log
+""",
     ]
     VALID = [
         """\

@@ -49,7 +49,7 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     is not known to require grad (a parameter of the function, a plain tensor), when the op
     ran under `torch.no_grad()`, for a mutation after the last `backward()`, on `.clone()`,
     `.data` or advanced-indexing copies (`y[mask].zero_()`), for re-binding (`y = y * 2`),
-    for `inplace=True` functions and modules (`nn.ReLU(inplace=True)`), for in-place
+    for `inplace=True` functions and modules (`nn.ReLU(inplace=True)`; `inplace=False` is the output-saving op), for in-place
     shortcuts taken only in eval mode (`if not self.training: y.mul_(s)`,
     `y.log1p() if self.training else y.log1p_()`: nobody backpropagates there), and for ops
     that save their input rather than their output (`pow`, `log`, `gelu`, `silu`, `elu`,
@@ -87,6 +87,18 @@ class Block(nn.Module):
         out = F.relu(self.conv(x))
         out += x  # expect: TL302
         return out
+""",
+        """\
+class ResBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.relu = nn.ReLU(inplace=False)
+
+    def forward(self, x):
+        out = self.relu(self.conv(x))
+        out += x  # expect: TL302
+        return self.relu(out)
 """,
     ]
     VALID = [
@@ -184,8 +196,8 @@ for x, y in loader:
             op = self._saving_module(func, ctx)
             arguments = call_arguments(call)
             source = arguments[0] if op is not None and arguments else None
-        if source is None or keyword_argument(call, "inplace") is not None:
-            return None  # inplace=... calls are the mutation themselves, not reported
+        if source is None or _in_place_flag(call):
+            return None  # inplace=True calls are the mutation themselves, not reported
         return op if self._requires_grad(source, ctx) else None
 
     def _saving_module(self, func, ctx: Context) -> str | None:
@@ -200,7 +212,7 @@ for x, y in loader:
         qualified = self.analysis.qualified_name(constructor.func) or ""
         if not qualified.startswith("torch.nn.") or last_part(qualified) not in OUTPUT_SAVING_MODULES:
             return None
-        if keyword_argument(constructor, "inplace") is not None:
+        if _in_place_flag(constructor):
             return None
         return f"{dotted_name(constructor.func)}()"
 
@@ -220,3 +232,9 @@ for x, y in loader:
             and scope.parent is not None and scope.parent.kind == "class"
             and origin.key in analysis.returned_keys(scope)
         )
+
+
+def _in_place_flag(call) -> bool:
+    """Does the call pass ``inplace=`` with anything but a literal ``False``?"""
+    flag = keyword_argument(call, "inplace")
+    return flag is not None and not (type(flag) is cst.Name and flag.value == "False")
