@@ -9,7 +9,10 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
+import threading
 import tokenize
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -84,7 +87,107 @@ def may_use_pytorch(text: str) -> bool:
     )
 
 
-def parse(text: str):
+# libcst's native parser recurses once per nesting level on the C stack, and its parse time grows
+# quadratically with the length of an operator chain: 7,000 `+` terms crash it (a segmentation
+# fault, not an exception) on an 8 MiB stack, 1,500 nested brackets too, and 3,000 chained
+# method calls take 15 s. A file nested deeper than MAX_NESTING (measured from its tokens, see
+# nesting_depth) is reported as TL000 and never reaches libcst. Ordinary deep code is far below
+# it: a 300-term chain measures 300, 500 `elif` branches 503.
+MAX_NESTING = 1000
+MAX_BRACKETS = 200  # CPython's tokenizer refuses deeper bracket nesting on every version
+# Parsing, analysis and positions run in a thread of their own with this stack and at least this
+# recursion limit, so deep but valid code works and every file starts at the same depth whoever
+# calls (serial run, worker process, flake8). Measured at MAX_NESTING: every kind of nesting
+# lints on an 8 MiB stack (16x margin), and positions need between 2,500 and 5,000 frames (4x).
+STACK_SIZE = 128 * 1024 * 1024
+RECURSION_LIMIT = 20_000
+
+_NESTING_KEYWORDS = frozenset({
+    "and", "or", "not", "lambda", "if", "else", "await", "yield", "in", "is", "for", "async", "from",
+})
+_NEUTRAL_OPS = frozenset({":", "=", ":=", "->", "+=", "-=", "*=", "/=", "//=", "%=", "@=", "&=", "|=",
+                          "^=", ">>=", "<<=", "**=", "!"})
+_STATEMENT_CONTINUATIONS = frozenset({"elif", "else", "except", "finally", "case"})
+
+
+def nesting_depth(text: str) -> int:
+    """An upper estimate of how deeply libcst's tree for ``text`` nests, from Python's tokenizer
+    (iterative, so safe on any input): every bracket, operator, keyword operator, attribute dot
+    and implicitly concatenated string adds a level to the expression it is in, a comma or a new
+    statement starts over at the enclosing level, and each indented block and each ``elif`` of
+    an ``if`` chain (libcst nests them) adds one to the statements below it. Raises SourceError
+    for brackets nested deeper than CPython allows, or for text the tokenizer rejects."""
+    deepest = 0
+    brackets: list[int] = []  # the level outside each open bracket
+    chains: list[int] = [0]  # per indentation level: elif/else clauses so far in its statement
+    base = 1
+    current = 1
+    statement_start = True
+    previous_string = False
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind = token.type
+            if kind in (tokenize.NL, tokenize.COMMENT):
+                continue
+            if kind == tokenize.NEWLINE:
+                statement_start, previous_string = True, False
+                continue
+            if kind == tokenize.INDENT:
+                chains.append(0)
+                continue
+            if kind == tokenize.DEDENT:
+                if len(chains) > 1:
+                    chains.pop()
+                continue
+            string = token.string
+            if statement_start:
+                statement_start = False
+                if kind == tokenize.NAME and string in _STATEMENT_CONTINUATIONS:
+                    chains[-1] += 1
+                else:
+                    chains[-1] = 0
+                base = sum(chains) + 2 * len(chains) - 1
+                current = base
+            is_string = kind == tokenize.STRING or tokenize.tok_name.get(kind) == "FSTRING_START"
+            if kind == tokenize.OP:
+                if string in "([{":
+                    brackets.append(current)
+                    if len(brackets) > MAX_BRACKETS:
+                        raise SourceError("syntax error: too many nested parentheses", *token.start)
+                    current += 1
+                elif string in ")]}":
+                    current = brackets.pop() + 1 if brackets else current
+                elif string == ",":
+                    current = brackets[-1] + 1 if brackets else base
+                elif string == ";" and not brackets:
+                    statement_start = True
+                elif string not in _NEUTRAL_OPS:
+                    current += 1
+            elif kind == tokenize.NAME and string in _NESTING_KEYWORDS:
+                current += 1
+            elif is_string and previous_string:
+                current += 1
+            previous_string = is_string or (previous_string and tokenize.tok_name.get(kind, "").startswith("FSTRING"))
+            if current > deepest:
+                deepest = current
+    except (tokenize.TokenError, SyntaxError) as error:
+        message = error.args[0] if error.args else "invalid syntax"
+        position = getattr(error, "lineno", None) or (error.args[1][0] if len(error.args) > 1 else 1)
+        raise SourceError(f"syntax error: {message}", position or 1) from None
+    return deepest
+
+
+def _check_nesting(text: str) -> None:
+    depth = nesting_depth(text)
+    if depth > MAX_NESTING:
+        raise SourceError(f"too deeply nested for the parser (nesting depth {depth} > {MAX_NESTING})")
+
+
+def parse(text: str, nesting_checked: bool = False):
+    """libcst's tree of ``text``, guarded against input that would crash libcst's native parser;
+    every failure is a SourceError."""
+    if not nesting_checked:
+        _check_nesting(text)
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
@@ -106,15 +209,43 @@ def _syntax_error(text: str, libcst_error) -> SourceError:
     return SourceError(f"syntax error: {message}", libcst_error.raw_line, libcst_error.raw_column + 1)
 
 
-def check_syntax(text: str) -> None:
+def compile_check(text: str, path: str) -> bool:
+    """Compile ``text`` as the interpreter would import it, without running anything (compile
+    only builds a code object). Raise SourceError with CPython's message for an error beyond the
+    grammar (``return`` outside a function, ``nonlocal`` at module level, a duplicate argument,
+    too many nested parentheses ...). Return False when the running interpreter's grammar
+    rejects the text, which may be valid syntax of a newer Python: libcst decides then."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # invalid escape sequences and the like are not errors
+        try:
+            compile(text, path, "exec", dont_inherit=True)
+            return True
+        except SyntaxError as error:
+            failure = error
+        except (RecursionError, MemoryError):
+            raise SourceError("too deeply nested for the interpreter's compiler") from None
+        except ValueError as error:  # null bytes
+            raise SourceError(f"syntax error: {error}") from None
+        try:
+            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            if not _is_limit(failure):
+                return False
+    raise SourceError(f"syntax error: {failure.msg}", failure.lineno or 1, failure.offset or 1)
+
+
+def _is_limit(error: SyntaxError) -> bool:
+    """The interpreter's size limits hold on every Python version, unlike its grammar."""
+    return str(error.msg).startswith(("too many nested parentheses", "too many levels of indentation",
+                                      "too many statically nested blocks"))
+
+
+def check_syntax(text: str, path: str = "<file>") -> None:
     """Raise SourceError for a file the prefilter lets skip, exactly as parsing it would: the
-    interpreter's compiler first (cheap), libcst only when that rejects the file (which may be
-    valid syntax of a newer Python than the running one)."""
-    try:
-        compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    interpreter's compiler first (cheap), libcst only when its grammar rejects the file (which
+    may be valid syntax of a newer Python than the running one)."""
+    if compile_check(text, path):
         return
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        pass
     parse(text)
 
 
@@ -124,28 +255,54 @@ def lint_source(
     rules: Sequence[type[Rule]],
     options: dict | None = None,
     prefilter: bool = True,
+    noqa: bool = True,
+    skip_file: bool = True,
 ) -> list[Violation]:
-    """All findings of ``rules`` in one file's source, sorted, ``# noqa`` applied."""
+    """All findings of ``rules`` in one file's source, sorted, ``# noqa`` applied (unless
+    ``noqa`` is false: flake8 applies it itself), a file with ``# torchlint: skip-file`` skipped
+    (unless ``skip_file`` is false). Never raises: whatever goes wrong with the file
+    is one TL000 finding for it. Parsing, analysis and positions run in a thread with a large
+    stack and a fixed recursion limit, so deep code neither crashes the process nor depends on
+    how deep the caller's stack already is."""
     try:
-        text = decode_source(source) if isinstance(source, bytes) else source
-    except SourceError as error:
-        return [invalid_file(path, error.reason, error.line, error.column)]
-    if SKIP_FILE_RE.search(text):
-        return []
-    if not rules:
-        return []
-    if (prefilter and not may_match(text, rules)) or not may_use_pytorch(text):
-        # No rule can match, but an unparseable file is still reported (TL000), the same as
-        # without the prefilter.
         try:
-            check_syntax(text)
+            text = decode_source(source) if isinstance(source, bytes) else source
         except SourceError as error:
             return [invalid_file(path, error.reason, error.line, error.column)]
-        return []
+        if skip_file and _skips_file(text):
+            return []
+        if not rules:
+            return []
+        violations = _run_deep(_lint_text, text, path, tuple(rules), options, prefilter)
+        return sorted(_without_noqa(violations, text) if noqa else violations)
+    except Exception as error:  # never a traceback: the file gets a TL000 instead
+        return [invalid_file(path, f"internal error: {_describe(error)}")]
+
+
+def _describe(error: BaseException) -> str:
+    """``Type: message``, even for an exception whose str() itself fails (deep recursion)."""
     try:
-        module = parse(text)
+        text = str(error)
+    except Exception:
+        text = ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dict | None,
+               prefilter: bool) -> list[Violation]:
+    try:
+        if (prefilter and not may_match(text, rules)) or not may_use_pytorch(text):
+            # No rule can match, but an unparseable file is still reported (TL000), the same as
+            # without the prefilter.
+            check_syntax(text, path)
+            return []
+        _check_nesting(text)
+        compile_check(text, path)
+        module = parse(text, nesting_checked=True)
     except SourceError as error:
         return [invalid_file(path, error.reason, error.line, error.column)]
+    except RecursionError:
+        return [invalid_file(path, "file too deeply nested to parse")]
 
     from torchlint.analysis import Analysis
 
@@ -156,7 +313,7 @@ def lint_source(
     except RecursionError:
         return [invalid_file(path, "file too deeply nested to analyse")]
     except Exception as error:  # an analysis bug must not take down the run
-        return [invalid_file(path, f"internal error while analysing: {type(error).__name__}: {error}")]
+        return [invalid_file(path, f"internal error while analysing: {_describe(error)}")]
     for rule_class in rules:
         before = len(reports)
         try:
@@ -164,10 +321,69 @@ def lint_source(
             analysis.run(rule)
         except Exception as error:  # one rule failing on one file is reported, not fatal
             del reports[before:]
-            failures.append(invalid_file(
-                path, f"internal error in {rule_class.CODE}: {type(error).__name__}: {error}"))
-    violations = failures + _position(reports, module, path)
-    return sorted(_without_noqa(violations, text))
+            failures.append(invalid_file(path, f"internal error in {rule_class.CODE}: {_describe(error)}"))
+    try:
+        positioned = _position(reports, module, path)
+    except RecursionError:
+        return failures + [invalid_file(path, "file too deeply nested to compute positions")]
+    except Exception as error:
+        return failures + [invalid_file(path, f"internal error while computing positions: {_describe(error)}")]
+    return failures + positioned
+
+
+_limit_lock = threading.Lock()
+_deep_runs = 0
+_saved_limit = 0
+
+
+def _run_deep(function, *args):
+    """``function(*args)`` in a new thread with a STACK_SIZE stack and the recursion limit at
+    least RECURSION_LIMIT (restored when the last such call ends); its exception is re-raised."""
+    global _deep_runs, _saved_limit
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as error:  # handed to the calling thread
+            outcome.append((False, error))
+
+    with _limit_lock:
+        if _deep_runs == 0:
+            _saved_limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
+        _deep_runs += 1
+        try:
+            previous = threading.stack_size(STACK_SIZE)
+        except (ValueError, RuntimeError):  # a platform that cannot size thread stacks
+            previous = None
+        try:
+            thread = threading.Thread(target=target, name="torchlint-lint", daemon=True)
+            thread.start()
+        except BaseException:
+            _leave_deep()
+            raise
+        finally:
+            if previous is not None:
+                threading.stack_size(previous)
+    try:
+        thread.join()
+    finally:
+        _leave_deep()
+    if not outcome:
+        raise RuntimeError("the lint thread ended without a result")
+    succeeded, value = outcome[0]
+    if succeeded:
+        return value
+    raise value
+
+
+def _leave_deep() -> None:
+    global _deep_runs
+    with _limit_lock:
+        _deep_runs -= 1
+        if _deep_runs == 0:
+            sys.setrecursionlimit(_saved_limit)
 
 
 def _position(reports: list[Report], module, path: str) -> list[Violation]:
@@ -192,10 +408,32 @@ def _position(reports: list[Report], module, path: str) -> list[Violation]:
     return violations
 
 
+# The parser's line breaks. str.splitlines() also splits on form feeds, vertical tabs, \x1c-\x1e,
+# \x85, U+2028 and U+2029, which are not line breaks in Python source.
+LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(text: str) -> list[str]:
+    return LINE_BREAK_RE.split(text)
+
+
+def _skips_file(text: str) -> bool:
+    """``# torchlint: skip-file`` in a comment, not in a string literal."""
+    if not SKIP_FILE_RE.search(text):
+        return False
+    try:
+        return any(token.type == tokenize.COMMENT and SKIP_FILE_RE.match(token.string)
+                   for token in tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        # Not tokenizable: a comment is a '#' outside quotes on its line, as far as we can tell.
+        return any(SKIP_FILE_RE.search(line) and not re.search(r"['\"].*#", line)
+                   for line in source_lines(text))
+
+
 def _without_noqa(violations: list[Violation], text: str) -> list[Violation]:
     if not violations or "noqa" not in text.lower():
         return violations
-    lines = text.splitlines()
+    lines = source_lines(text)
     kept = []
     for violation in violations:
         line = lines[violation.line - 1] if 0 < violation.line <= len(lines) else ""

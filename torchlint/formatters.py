@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -43,11 +44,31 @@ def render(violations: Sequence[Violation], output_format: str, rules: Sequence[
 
 
 def text_line(violation: Violation, colour: bool = False) -> str:
-    """``path:line:column: CODE message``, the shape flake8, ruff and editor matchers use."""
-    where = f"{violation.path}:{violation.line}:{violation.column}:"
+    """``path:line:column: CODE message``, the shape flake8, ruff and editor matchers use. Control
+    characters in the path and message (a linted file's name and code) are escaped, so they
+    cannot move the cursor or rewrite the terminal."""
+    path, message = escape_controls(violation.path), escape_controls(violation.message)
+    where = f"{path}:{violation.line}:{violation.column}:"
     if not colour:
-        return f"{where} {violation.code} {violation.message}"
-    return f"{_BOLD}{where}{_RESET} {_BOLD}{_RED}{violation.code}{_RESET} {violation.message}"
+        return f"{where} {violation.code} {message}"
+    return f"{_BOLD}{where}{_RESET} {_BOLD}{_RED}{violation.code}{_RESET} {message}"
+
+
+# C0 controls, DEL and C1 controls (U+0080-U+009F; U+009B is a one-character CSI), plus lone
+# surrogates (a file name that is not valid UTF-8), which the terminal cannot show either.
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def escape_controls(text: str) -> str:
+    """``\x1b`` for ESC and the like: what ``repr`` would show, without the quotes."""
+    return _CONTROL_RE.sub(_escape_control, text)
+
+
+def _escape_control(match: re.Match) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode escapes it
+        code -= 0xDC00
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def summary(violations: Sequence[Violation], files_checked: int) -> str:
@@ -172,13 +193,30 @@ def _invalid_file_descriptor() -> dict:
 
 
 def _artifact(path: str) -> dict:
-    from urllib.parse import quote
-
     absolute = os.path.abspath(path)
     relative = os.path.relpath(absolute, os.getcwd()) if not _outside_cwd(absolute) else None
     if relative is None:
-        return {"uri": _directory_uri(absolute).rstrip("/")}
-    return {"uri": quote(relative.replace(os.sep, "/")), "uriBaseId": "%SRCROOT%"}
+        return {"uri": _file_uri(absolute)}
+    return {"uri": _quote_path(relative), "uriBaseId": "%SRCROOT%"}
+
+
+def _quote_path(path: str) -> str:
+    """Percent-encode a path's raw bytes: a file name that is not valid UTF-8 (decoded by
+    Python with surrogate escapes) becomes %XX for its bytes instead of failing to encode."""
+    from urllib.parse import quote
+
+    return quote(os.fsencode(path.replace(os.sep, "/")), safe="/")
+
+
+def _file_uri(absolute: str) -> str:
+    """``file://`` URI of an absolute path, percent-encoded byte for byte."""
+    try:
+        return _directory_uri(absolute).rstrip("/")
+    except (UnicodeEncodeError, ValueError):
+        from pathlib import PurePath
+
+        posix = PurePath(absolute).as_posix()
+        return "file://" + ("/" if not posix.startswith("/") else "") + _quote_path(posix)
 
 
 def _outside_cwd(absolute: str) -> bool:
