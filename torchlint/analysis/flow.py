@@ -73,7 +73,7 @@ class ControlFlowQueries:
         return [
             binding for binding in loop.scope.bindings.get(key, ())
             if loop.contains(binding.ctx.order) and binding.kind != "augassign"
-            and not (binding.kind == "assign" and key in mentioned_keys(binding.value))
+            and not (binding.kind == "assign" and _extends(key, binding.value))
         ]
 
     def outlives_call(self, key: str, ctx: Context) -> bool:
@@ -357,3 +357,15 @@ def _child_blocks(stmt) -> list[list]:
     elif kind is cst.Match:
         blocks.extend(_suite_statements(case.body) for case in stmt.cases)
     return blocks
+
+
+def _extends(key: str, value) -> bool:
+    """Does the new value of ``key`` build on the old one (``total = total + loss``)? A
+    comprehension that only iterates over the old container's keys
+    (``{name: 0 for name in metrics}``) starts afresh."""
+    if type(value) in (cst.DictComp, cst.ListComp, cst.SetComp) and type(value.for_in.inner_for_in) is type(None):
+        produced = [value.key, value.value] if type(value) is cst.DictComp else [value.elt]
+        return any(key in mentioned_keys(part) for part in produced) or (
+            value.for_in.ifs and any(key in mentioned_keys(test.test) for test in value.for_in.ifs)
+        )
+    return key in mentioned_keys(value)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name
+from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, storage_key
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -91,7 +91,8 @@ def compute_loss(model, batches):
             return
         if type(node.value) in (cst.List, cst.Tuple):
             return  # list extension: TL101's
-        key = dotted_name(node.target)
+        # total += loss, and running sums kept per name: totals[name] += loss
+        key = storage_key(node.target) if type(node.target) is cst.Subscript else dotted_name(node.target)
         if key is None:
             return
         self._check(node, key, node.value, ctx)
@@ -143,7 +144,9 @@ def compute_loss(model, batches):
             return  # reset after optimizer steps: holds a few graph nodes, on purpose
         if analysis.reaches_backward(key, ctx):
             return  # several losses summed for one backward()
-        if ctx.scope.kind == "function" and key in analysis.returned_keys(ctx.scope) and not analysis.loop_always_backpropagates(loop):
+        if ctx.scope.kind == "function" and key in analysis.returned_keys(ctx.scope) and not any(
+            analysis.loop_always_backpropagates(outer) for outer in ctx.loops
+        ):
             return  # the caller gets the graph and may backpropagate it
         self.report(
             node,
