@@ -15,7 +15,6 @@ from torchlint.violation import INVALID_FILE_CODE, INVALID_FILE_NAME, Violation
 if TYPE_CHECKING:
     from torchlint.rule import Rule
 
-PROJECT_URL = "https://pypi.org/project/torchlint/"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INVALID_FILE_HELP = (
     "The file could not be read, decoded or parsed, or torchlint failed on it internally, so "
@@ -148,7 +147,8 @@ def sarif(violations: Sequence[Violation], rules: Sequence[type[Rule]]) -> dict:
                 "name": "torchlint",
                 "version": __version__,
                 "semanticVersion": __version__,
-                "informationUri": PROJECT_URL,
+                # No informationUri: the project has no published home page yet, and a package
+                # index page under this name would point at whoever registers it.
                 "rules": descriptors,
             }},
             # Our columns count characters, not SARIF's default UTF-16 code units.
