@@ -229,7 +229,10 @@ class OptimizerQueries:
             return None
         receiver = func.value
         if not call.args:
-            return receiver if self.is_optimizer(receiver, ctx) else None
+            # self.optimizers.step(): a container stepping all its optimizers (torchtitan's)
+            key = dotted_name(receiver)
+            container = key is not None and looks_like_optimizer(last_part(key), plural=True)
+            return receiver if container or self.is_optimizer(receiver, ctx) else None
         positional = call_arguments(call)
         if len(call.args) != 1 or len(positional) != 1:
             return None

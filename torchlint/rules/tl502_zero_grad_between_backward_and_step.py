@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, mentioned_keys
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -33,12 +33,24 @@ class ZeroGradBetweenBackwardAndStep(Rule):
     `loss_d.backward()` and `opt_d.step()`. `model.zero_grad()` is reported when the stepped
     optimizer was built from that model's parameters, or when it is the only optimizer the
     function steps.
+
+    Gradient accumulation: a `zero_grad()` that runs on every iteration of a loop (or of a
+    per-step hook such as `training_step`) that backpropagates on every iteration, while the
+    step of that optimizer runs only under an accumulation test (`if (i + 1) % k == 0:`, a
+    name with "accum" in it), clears the accumulated gradients before every step: only the
+    last micro-batch is applied. Steps guarded by anything else (skipping non-finite losses)
+    are left alone.
     """
 
     CODE = "TL502"
     NAME = "zero-grad-between-backward-and-step"
     MESSAGE = "`{zero_grad}` runs after `backward()` and before `{step}`, so the step applies no gradients"
     FIX = "call `{zero_grad}` before `backward()` (at the start of the iteration) or after `{step}`"
+    ACCUMULATION_MESSAGE = (
+        "`{zero_grad}` runs on every iteration but `{step}` only when `{guard}`, so the gradients "
+        "accumulated over the other iterations are cleared before the step"
+    )
+    ACCUMULATION_FIX = "move `{zero_grad}` into the same `if` as the step, right after it"
     TOKENS = ("zero_grad",)
     CLAIM = "the bad loop leaves every parameter unchanged; the fixed loop changes them"
 
@@ -59,8 +71,32 @@ def training_step(model, optimizer, scaler, batch):
     scaler.step(optimizer)
     scaler.update()
 """,
+        """\
+for i, (x, y) in enumerate(loader):
+    optimizer.zero_grad()  # expect: TL502
+    loss = criterion(model(x), y) / accum_steps
+    loss.backward()
+    if (i + 1) % accum_steps == 0:
+        optimizer.step()
+""",
     ]
     VALID = [
+        """\
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / accum_steps
+    loss.backward()
+    if (i + 1) % accum_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        """\
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    if torch.isfinite(loss):
+        optimizer.step()
+""",
         """\
 for x, y in loader:
     optimizer.zero_grad()
@@ -91,6 +127,13 @@ for real, noise in loader:
         call = node.value
         if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "zero_grad":
             return
+        accumulated = self._accumulation_step(call.func.value, ctx)
+        if accumulated is not None:
+            text = self.code(call, 50)
+            self.report(node, self.ACCUMULATION_MESSAGE.format(
+                zero_grad=text, step=self.code(accumulated[0], 50), guard=self.code(accumulated[1].test, 40)),
+                self.ACCUMULATION_FIX.format(zero_grad=text))
+            return
         found = self.analysis.straight_line(node, ctx)
         if found is None:
             return
@@ -104,6 +147,24 @@ for real, noise in loader:
         step_text = self.code(step, 50)
         self.report(node, self.MESSAGE.format(zero_grad=text, step=step_text),
                     self.FIX.format(zero_grad=text, step=step_text))
+
+    def _accumulation_step(self, receiver, ctx: Context):
+        """(step call, its ``if``) when the ``zero_grad()`` runs on every iteration of a loop
+        that backpropagates on every iteration, while the step of an optimizer it clears runs
+        only under a gradient-accumulation test (``if (i + 1) % accum_steps == 0:``)."""
+        analysis = self.analysis
+        loop = ctx.loop
+        if loop is None or not analysis.runs_every_iteration(ctx) or not analysis.loop_always_backpropagates(loop):
+            return None
+        for stmt, stmt_ctx in analysis.statements_in_loop(loop):
+            guard = stmt_ctx.guard
+            if stmt_ctx.loop is not loop or type(guard) is not cst.If or not _accumulation_test(guard.test):
+                continue
+            for call in analysis.calls_in(stmt):
+                optimizer = analysis.stepped_optimizer(call, stmt_ctx)
+                if optimizer is not None and self._clears(receiver, optimizer, stmt_ctx):
+                    return call, guard
+        return None
 
     def _before(self, sequence: list, index: int) -> list:
         """What runs before ``sequence[index]`` on every path to it, nearest last: the earlier
@@ -178,6 +239,16 @@ for real, noise in loader:
 
     def _calls(self, item, opaque: bool) -> list:
         return self.analysis.calls_within(item) if opaque else self.analysis.calls_in(item)
+
+
+def _accumulation_test(test) -> bool:
+    """``(i + 1) % accum == 0``, ``step % k``, ``should_step``-style names with "accum" in them."""
+    for node in iter_expression_nodes(test):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
+            return True
+        if type(node) in (cst.Name, cst.Attribute) and "accum" in (dotted_name(node) or "").lower():
+            return True
+    return False
 
 
 def _name(call) -> str:
