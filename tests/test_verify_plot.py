@@ -21,7 +21,7 @@ FIRST_PANEL = {
     "TL402": {"time_per_step"},
     "TL403": {"buffer_allocations"},
     "TL501": {"grad_norm"},
-    "TL502": {"param_delta"},
+    "TL502": {"param_delta", "applied_vs_last"},
     "NR1": {"outcome"},
     "NR2": {"time_per_step"},
 }
@@ -111,9 +111,15 @@ def test_each_chart_holds_its_claims_metric(cpu_run):
             assert series(panel, "bad").y[-1] > 1.5 * series(panel, "good").y[-1]
             if "grad_sum_error" in panels:
                 assert max(series(panels["grad_sum_error"], "bad").y) <= 1e-5
-        if code == "TL502":
+        if code == "TL502" and "param_delta" in panels:
             panel = panels["param_delta"]
             assert set(series(panel, "bad").y) == {0} and min(series(panel, "good").y) > 0
+        if code == "TL502" and "applied_vs_last" in panels:
+            for metric in ("applied_vs_last", "applied_vs_sum"):
+                for side in ("bad", "good"):
+                    assert series(panels[metric], side).y == record[side]["figures"][metric]
+            assert max(series(panels["applied_vs_last"], "bad").y) <= 1e-5
+            assert max(series(panels["applied_vs_sum"], "good").y) <= 1e-5
         if code in RAISES_AT:
             panel = panels.get("outcome")
             if panel is None:  # TL103's retain_graph claim is about memory

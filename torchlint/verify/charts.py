@@ -18,6 +18,8 @@ Panel kinds (the ``metric`` of a panel):
 - ``allocated_bytes``: bytes allocated in all during ``run(n)``.
 - ``grad_norm``, ``grad_sum_error``, ``grad_sum``: figures the fixture records once per step.
 - ``param_delta``: how far the parameters moved, per step when recorded per step, else per run.
+- ``applied_vs_sum`` / ``applied_vs_last``: at each accumulated step, how far the applied gradient
+  is from the sum of the window's micro-batch gradients, and from the last micro-batch's alone.
 - ``outcome``: whether each ``run(n)`` completed or raised, the exception, and the step it
   happened at.
 - ``text``: no measurement to draw (``needs-cuda``, or an error before measuring).
@@ -217,6 +219,16 @@ def grad_sum(record: dict[str, Any]) -> Panel:
     return panel
 
 
+def applied_vs_sum(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "applied_vs_sum", "applied gradient vs. the sum of the window's micro-batches",
+                           "relative distance (0 = the whole window)")
+
+
+def applied_vs_last(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "applied_vs_last", "applied gradient vs. the last micro-batch's alone",
+                           "relative distance (0 = the last micro-batch only)")
+
+
 def param_delta(record: dict[str, Any]) -> Panel:
     series = []
     for side in SIDES:
@@ -283,6 +295,8 @@ _BUILDERS = {
     "grad_sum_error": grad_sum_error,
     "grad_sum": grad_sum,
     "param_delta": param_delta,
+    "applied_vs_sum": applied_vs_sum,
+    "applied_vs_last": applied_vs_last,
     "outcome": outcome,
 }
 PANEL_KINDS = frozenset(_BUILDERS)

@@ -24,6 +24,40 @@ def _parameters_never_change(bad: Measured, good: Measured) -> Outcome:
     )
 
 
+EXACT = 1e-5  # relative distance that counts as equal (float32 sums of four micro-batches)
+DIFFERENT = 0.1
+
+
+def _only_the_last_micro_batch(bad: Measured, good: Measured) -> Outcome:
+    bad.expect_clean()
+    good.expect_clean()
+    figures = {}
+    for side, measured in (("bad", bad), ("good", good)):
+        for name in ("applied_vs_sum", "applied_vs_last"):
+            values = [v for run in measured.runs for v in _as_list(run["figures"].get(name))]
+            if not values:
+                return Outcome(False, "no figures", "no figures", f"fixtures must record {name}")
+            figures[side, name] = values
+    holds = (
+        max(figures["bad", "applied_vs_last"]) <= EXACT and min(figures["bad", "applied_vs_sum"]) >= DIFFERENT
+        and max(figures["good", "applied_vs_sum"]) <= EXACT
+    )
+    return Outcome(
+        holds,
+        f"applied = last micro-batch (distance {max(figures['bad', 'applied_vs_last']):.2g}); "
+        f"{min(figures['bad', 'applied_vs_sum']):.2f}+ away from the window's sum",
+        f"applied = the window's sum (distance {max(figures['good', 'applied_vs_sum']):.2g})",
+        f"bad: every step applies only the last of its micro-batches; good: the sum of all of them "
+        f"(equal within {EXACT:g}, different by >= {DIFFERENT:g})",
+    )
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
 CLAIMS = [
     Claim(
         code="TL502",
@@ -51,5 +85,14 @@ CLAIMS = [
         good=Program("TL502/good_zero_grad_placements.py"),
         check=_parameters_never_change,
         chart=("param_delta",),
+    ),
+    Claim(
+        code="TL502",
+        claim="zero_grad() on every micro-batch while step() waits for accumulation: each step applies only the last micro-batch",
+        metric="applied_vs_last",
+        bad=Program("TL502/bad_zero_grad_every_micro_batch.py"),
+        good=Program("TL502/good_zero_grad_after_accumulated_step.py"),
+        check=_only_the_last_micro_batch,
+        chart=("applied_vs_last", "applied_vs_sum"),
     ),
 ]
