@@ -223,3 +223,19 @@ def test_sarif_with_a_non_utf8_file_name(tmp_path, monkeypatch):
             for result in log["runs"][0]["results"]]
     assert uris == ["bad%FF%20name.py", "file:///tmp/x%FE/y.py"]
     assert text_line(violation).startswith("bad\\xff name.py:1:1:")
+
+
+def test_a_cookie_naming_an_import_time_codec_lints_the_utf8_text():
+    """`# -*- coding: future_fstrings -*-` names a codec a package registers when imported; the
+    bytes are UTF-8 source, which is what torchlint lints (FCGF's trainer has this cookie)."""
+    source = (
+        "# -*- coding: future_fstrings -*-\n"
+        "import torch\n"
+        "losses = []\n"
+        "for x, y in loader:\n"
+        "    loss = criterion(model(x), y)\n"
+        "    losses.append(loss)\n"
+    ).encode()
+    assert engine.decode_source(source).startswith("# -*- coding: future_fstrings")
+    with pytest.raises(engine.SourceError, match="unknown encoding"):
+        engine.decode_source(source.replace(b"import torch", b"import torch  # \xff"))

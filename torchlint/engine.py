@@ -41,7 +41,14 @@ def decode_source(data: bytes) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
-        raise SourceError(f"cannot decode: {error}") from None
+        # A cookie naming a codec a package registers at import (`future_fstrings`, `pyxl`):
+        # such codecs rewrite UTF-8 source, so the UTF-8 text is what to lint.
+        if "unknown encoding" not in str(error):
+            raise SourceError(f"cannot decode: {error}") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SourceError(f"cannot decode: {error}") from None
     try:
         text = data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as error:
