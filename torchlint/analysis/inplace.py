@@ -96,8 +96,10 @@ class InPlaceQueries:
         if kind == "for":
             return self._iterates_parameters(binding.value, binding.element, binding.ctx)
         value = self.bound_value(binding)
-        if type(value) is cst.Call:
+        if type(value) is cst.Call and strip_views(value) is value:
             return self._creates_grad_leaf(value, binding.ctx)
+        if type(value) is cst.Call:  # b = self.conv.bias.view(3, -1): a view of the leaf
+            return self.is_grad_leaf(value, binding.ctx)
         if type(value) in (cst.Name, cst.Attribute):  # w = self.weight
             return self.is_grad_leaf(value, binding.ctx)
         return False
