@@ -437,7 +437,8 @@ def count_flops(model, x):
                 continue
             # a loop, or a function that runs once per step (a loop of this module or a
             # framework calls it for every batch)
-            repeated = _repeats(ctx, self.analysis) or (not strict and self._runs_per_step(scope))
+            repeated = _repeats(ctx, self.analysis) or (not strict and (
+                self._runs_per_step(scope) or self._switched_and_called_in_loop(scope, inside)))
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             is_forward = self._is_module_call if strict else self._is_forward
             call = next((call for call in calls if is_forward(call, ctx)), None)
@@ -472,6 +473,22 @@ def count_flops(model, x):
                 or (caller_ctx.scope is not scope and self._runs_per_step(caller_ctx.scope, depth + 1))
             )
             for _, caller_ctx in loop.callers
+        )
+
+    def _switched_and_called_in_loop(self, scope, regions) -> bool:
+        """Does the function switch a model to ``.eval()`` itself (the region starts at that
+        call, not at the function's name) and get called, with grad enabled, from inside a loop
+        that goes over steps or batches, even every few steps (``if step % 100 == 0:
+        sample_images()``)?"""
+        switches = scope._memo.get("tl201_switches", {})
+        if scope.kind != "function" or not any(start in switches for start, _ in regions):
+            return False
+        analysis = self.analysis
+        return any(
+            caller_ctx.grad is GradMode.ENABLED and caller_ctx.scope.grad is GradMode.ENABLED
+            and any(analysis.is_step_loop(loop) for loop in caller_ctx.visible_loops)
+            and analysis.grad_enabled(caller_ctx)
+            for _, caller_ctx in analysis.callers_of(scope)
         )
 
     def _is_forward(self, call, ctx: Context) -> bool:
