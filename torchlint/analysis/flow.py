@@ -326,6 +326,24 @@ class ControlFlowQueries:
             for text, positive in self.branch_conditions(second, scope)
         )
 
+    def is_accumulation_test(self, test, ctx: Context, depth: int = 0) -> bool:
+        """Does an ``if`` test say "a gradient-accumulation boundary": a ``%`` (``(i + 1) % k ==
+        0``), a name with "accum" or "sync" in it (``accelerator.sync_gradients``), or a flag
+        computed from one (``did_step = (i + 1) % 2 == 0``)?"""
+        for node in iter_expression_nodes(test):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
+                return True
+            if type(node) in (cst.Name, cst.Attribute):
+                key = (dotted_name(node) or "").lower()
+                if "accum" in key or "sync" in key:
+                    return True
+                if type(node) is cst.Name and depth < 2:
+                    binding = self.lookup(node.value, ctx)
+                    value = binding.value if binding is not None and binding.kind == "assign" else None
+                    if value is not None and not binding.element and self.is_accumulation_test(value, binding.ctx, depth + 1):
+                        return True
+        return False
+
     def calls_within(self, node) -> list:
         """Every call anywhere under ``node``, nested blocks included (for opaque compound
         statements of a straight-line sequence)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
 from torchlint.analysis.syntax import _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
-from torchlint.analysis.scopes import Binding, Context, Loop
+from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 from torchlint.analysis.vocabulary import (
     MODULE_EVIDENCE_METHODS, MODULE_FACTORY_QUALIFIED, MODULE_FACTORY_RE,
 )
@@ -268,10 +268,13 @@ class OptimizerQueries:
                 found.append(None)
         return found
 
-    def loop_gradient_clearings(self, loop: Loop) -> list[tuple[object, Context]]:
-        """Every gradient clearing in the loop's body (nested loops included) with its context."""
-        if "clearings" not in loop._memo:
-            loop._memo["clearings"] = []  # recursion guard (a helper's loop calling its caller)
+    def loop_gradient_clearings(self, loop: Loop, inside: Scope | None = None) -> list[tuple[object, Context]]:
+        """Every gradient clearing in the loop's body (nested loops included) with its context.
+        ``inside``: a function the loop calls whose own clearings the caller already counts
+        (they are not clearings around its call)."""
+        key = ("clearings", id(inside))
+        if key not in loop._memo:
+            loop._memo[key] = []  # recursion guard (a helper's loop calling its caller)
             clearings = [
                 (receiver, ctx)
                 for stmt, ctx in self.statements_in_loop(loop)
@@ -282,14 +285,14 @@ class OptimizerQueries:
                 (None, ctx)
                 for stmt, ctx in self.statements_in_loop(loop)
                 for callee in self._callees(stmt, ctx)
-                if callee is not None and self.clears_gradients(callee)
+                if callee is not None and callee is not inside and self.clears_gradients(callee)
             ]
             # an implicit loop: the loops calling the function may clear them around the call
             for _, caller_ctx in loop.callers:
                 if caller_ctx.loop is not None and caller_ctx.loop is not loop:
-                    clearings += self.loop_gradient_clearings(caller_ctx.loop)
-            loop._memo["clearings"] = clearings
-        return loop._memo["clearings"]
+                    clearings += self.loop_gradient_clearings(caller_ctx.loop, loop.scope)
+            loop._memo[key] = clearings
+        return loop._memo[key]
 
     def distinct_optimizers(self, first, first_ctx: Context, second, second_ctx: Context) -> bool:
         """Are two optimizer expressions known to be different objects: different names, each bound

@@ -40,7 +40,34 @@ class SummaryQueries:
             class_scope = ctx.scope.class_scope
             if class_scope is not None:
                 return self.method_of(class_scope, func.attr.value, set())
+            return None
+        if type(func) is cst.Attribute:  # meter.update(loss), with meter = AverageMeter()
+            class_scope = self.instance_class(func.value, ctx)
+            if class_scope is not None:
+                return self.method_of(class_scope, func.attr.value, set())
         return None
+
+    def instance_class(self, expr, ctx: Context) -> Scope | None:
+        """The scope of the module-defined class ``expr`` is an instance of, when its binding
+        (``meter = AverageMeter()``, ``self.meter = Meter()`` anywhere in the class) says so."""
+        key = dotted_name(expr)
+        if key is None:
+            return None
+        bindings = self.reaching_bindings(key, ctx) if not key.startswith("self.") else []
+        if not bindings and key.startswith("self.") and ctx.scope.class_scope is not None:
+            bindings = [b for b in ctx.scope.class_scope.bindings.get(key, ()) if b.kind == "assign"]
+        found = None
+        for binding in bindings:
+            value = binding.value if binding.kind == "assign" and not binding.element else None
+            if type(value) is not cst.Call:
+                return None
+            name = dotted_name(value.func)
+            node = self.local_classes.get(name) if name else None
+            scope = self.scopes.get(id(node)) if node is not None else None
+            if scope is None or (found is not None and scope is not found):
+                return None
+            found = scope
+        return found
 
     def method_of(self, class_scope: Scope, name: str, seen: set) -> Scope | None:
         """The method ``name`` of a class or of its bases defined in this module."""

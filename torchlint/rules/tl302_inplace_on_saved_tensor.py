@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchlint.analysis import (
-    Binding, Context, call_arguments, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
+    PARAMETERISED_LAYERS, Binding, Context, call_arguments, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
     strip_views,
 )
 from torchlint.lazy import cst
@@ -30,7 +30,8 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     Finds in-place changes to the output of an op whose backward needs that output —
     `sigmoid`, `tanh`, `exp`, `softmax`, `log_softmax`, `relu`, `sqrt`, `rsqrt`,
     `reciprocal` in their `torch.`, method and `torch.nn.functional` spellings, and the
-    `nn.Sigmoid` / `nn.Tanh` / `nn.ReLU` / `nn.Softmax` modules — while that output is still
+    `nn.Sigmoid` / `nn.Tanh` / `nn.ReLU` / `nn.Softmax` modules (also as the last layer of an
+    `nn.Sequential`) — while that output is still
     needed: a `backward()` in the same function follows and reaches it, or a `forward()` /
     `training_step()` returns it. Mutations are in-place methods (`y.mul_(2)`,
     `y[:, 0].zero_()`, even `y.detach().zero_()`, which shares the version counter),
@@ -99,6 +100,17 @@ class ResBlock(nn.Module):
         out = self.relu(self.conv(x))
         out += x  # expect: TL302
         return self.relu(out)
+""",
+        """\
+class ResBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU())
+
+    def forward(self, x):
+        out = self.body(x)
+        out += x  # expect: TL302
+        return out
 """,
     ]
     VALID = [
@@ -192,15 +204,18 @@ for x, y in loader:
         elif type(func) is cst.Attribute and func.attr.value in OUTPUT_SAVING_OPS:
             if self._requires_grad(func.value, ctx):  # x.sigmoid() on a tensor, not self.relu(x)
                 op, source = func.attr.value, func.value
+        trained_layers = False
         if op is None:
-            op = self._saving_module(func, ctx)
+            found = self._saving_module(func, ctx)
+            op, trained_layers = found if found is not None else (None, False)
             arguments = call_arguments(call)
             source = arguments[0] if op is not None and arguments else None
         if source is None or _in_place_flag(call):
             return None  # inplace=True calls are the mutation themselves, not reported
-        return op if self._requires_grad(source, ctx) else None
+        # a Sequential's activation gets its input from the layers before it, which train
+        return op if trained_layers or self._requires_grad(source, ctx) else None
 
-    def _saving_module(self, func, ctx: Context) -> str | None:
+    def _saving_module(self, func, ctx: Context) -> tuple[str, bool] | None:
         """``self.act`` bound to ``nn.Sigmoid()`` (not ``nn.ReLU(inplace=True)``)."""
         key = dotted_name(func)
         if key is None:
@@ -208,13 +223,32 @@ for x, y in loader:
         binding = self.analysis.lookup(key, ctx)
         if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
             return None
-        constructor = binding.value
+        return self._saving_constructor(binding.value, 0)
+
+    def _saving_constructor(self, constructor, depth: int) -> tuple[str, bool] | None:
+        """(op, whether layers with parameters feed it) for ``nn.Sigmoid()``, or for an
+        ``nn.Sequential(...)`` whose last layer is one: its output is the output the activation
+        saved, computed from the layers before it."""
         qualified = self.analysis.qualified_name(constructor.func) or ""
-        if not qualified.startswith("torch.nn.") or last_part(qualified) not in OUTPUT_SAVING_MODULES:
+        if not qualified.startswith("torch.nn."):
             return None
-        if _in_place_flag(constructor):
+        if last_part(qualified) == "Sequential" and depth < MAX_ALIAS_DEPTH:
+            layers = call_arguments(constructor)
+            last = layers[-1] if layers else None
+            if type(last) is not cst.Call or any(arg.star for arg in constructor.args):
+                return None
+            found = self._saving_constructor(last, depth + 1)
+            if found is None:
+                return None
+            trained = found[1] or any(
+                type(layer) is cst.Call
+                and last_part(self.analysis.qualified_name(layer.func) or "") in PARAMETERISED_LAYERS
+                for layer in layers[:-1]
+            )
+            return found[0], trained
+        if last_part(qualified) not in OUTPUT_SAVING_MODULES or _in_place_flag(constructor):
             return None
-        return f"{dotted_name(constructor.func)}()"
+        return f"{dotted_name(constructor.func)}()", False
 
     def _requires_grad(self, expr, ctx: Context) -> bool:
         analysis = self.analysis

@@ -26,7 +26,9 @@ class MissingZeroGrad(Rule):
     ## Known problems
     Gradient accumulation is correct and not reported: any clearing anywhere in the loop
     (at the start, at the end of the iteration, under `if (i + 1) % k == 0:`, in a nested
-    loop over the parameters or optimizers) counts. Only a `zero_grad()` of another optimizer
+    loop over the parameters or optimizers) counts, except one that only runs under an
+    unrelated `if` while the step runs on every iteration (`if self.scheduler:
+    optimizer.zero_grad()`): that is reported, unless the other arm of the `if` clears too. Only a `zero_grad()` of another optimizer
     that is known to be a different object (`opt_d.zero_grad()` when stepping `opt_g`, both
     built in the function) does not. Out of scope: `backward()` or `step()` inside a helper called
     from the loop, and clearing inside a helper whose name does not say so. Optimizers are
@@ -48,6 +50,11 @@ class MissingZeroGrad(Rule):
         "so every step adds up all previous steps' gradients"
     )
     FIX = "call `{optimizer}.zero_grad()` once per step (before `backward()` or after `step()`), inside the loop"
+    CONDITIONAL_MESSAGE = (
+        "`{step}` runs on every iteration but the gradients are cleared only when `{test}`, "
+        "so the other iterations add up all previous steps' gradients"
+    )
+    CONDITIONAL_FIX = "call `{optimizer}.zero_grad()` on every iteration, outside that `if`"
     TOKENS = ("backward",)
     CLAIM = (
         "the gradient the bad loop applies at step k equals the sum of all k steps' own gradients "
@@ -70,6 +77,20 @@ for x, y in loader:
     scaler.step(optimizer)  # expect: TL501
     scaler.update()
 """,
+        """\
+class Trainer:
+    def train_one_step(self, batch):
+        loss = self.model(**batch).loss
+        loss.backward()
+        self.optimizer.step()  # expect: TL501
+        if self.scheduler:
+            self.scheduler.step()
+            self.optimizer.zero_grad()
+
+    def fit(self, loader):
+        for batch in loader:
+            self.train_one_step(batch)
+""",
     ]
     VALID = [
         """\
@@ -86,6 +107,16 @@ for i, (x, y) in enumerate(loader):
     if (i + 1) % accumulation_steps == 0:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+""",
+        """\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    if use_set_to_none:
+        optimizer.zero_grad(set_to_none=True)
+    else:
+        optimizer.zero_grad(set_to_none=False)
 """,
         """\
 for step in range(num_steps):
@@ -108,11 +139,39 @@ for step in range(num_steps):
         loop = self._training_loop(optimizer, ctx)
         if loop is None:
             return  # backward() runs in a helper (or not at all): out of sight
-        if any(self._clears(receiver, clear_ctx, optimizer, ctx)
-               for receiver, clear_ctx in analysis.loop_gradient_clearings(loop)):
-            return
+        clearings = [
+            clear_ctx for receiver, clear_ctx in analysis.loop_gradient_clearings(loop)
+            if self._clears(receiver, clear_ctx, optimizer, ctx)
+        ]
         name = self.code(optimizer, 40)
-        self.report(node, self.MESSAGE.format(step=self.code(call, 60)), self.FIX.format(optimizer=name))
+        if not clearings:
+            self.report(node, self.MESSAGE.format(step=self.code(call, 60)), self.FIX.format(optimizer=name))
+            return
+        guard = self._only_conditional(clearings, loop, ctx)
+        if guard is not None:
+            self.report(node, self.CONDITIONAL_MESSAGE.format(step=self.code(call, 60), test=self.code(guard.test, 40)),
+                        self.CONDITIONAL_FIX.format(optimizer=name))
+
+    def _only_conditional(self, clearings: list[Context], loop: Loop, ctx: Context):
+        """The ``if`` of the clearing when the step runs on every iteration but every clearing
+        sits under one ``if`` of the loop's body that is not a gradient-accumulation test
+        (``if self.scheduler: opt.zero_grad()``), so iterations where it is false add up their
+        gradients; None otherwise (clearings on both arms of the ``if`` cover every pass)."""
+        analysis = self.analysis
+        if ctx.loop is not loop or not analysis.runs_every_iteration(ctx):
+            return None
+        guards = {id(clear_ctx.guard): clear_ctx.guard for clear_ctx in clearings}
+        if len(guards) != 1 or any(clear_ctx.loop is not loop for clear_ctx in clearings):
+            return None
+        guard = next(iter(guards.values()))
+        if type(guard) is not cst.If or analysis.is_accumulation_test(guard.test, clearings[0]):
+            return None
+        statements = [stmt for stmt, stmt_ctx in analysis.statements_in_loop(loop)
+                      if any(stmt_ctx is clear_ctx for clear_ctx in clearings)]
+        if any(analysis.exclusive_branches(first, second, loop.scope)
+               for first in statements for second in statements if first is not second):
+            return None
+        return guard
 
     def _training_loop(self, optimizer, ctx: Context) -> Loop | None:
         """The innermost loop around the step that backpropagates and keeps the same optimizer
@@ -135,3 +194,4 @@ for step in range(num_steps):
         if not analysis.is_optimizer(receiver, receiver_ctx):
             return True  # model.zero_grad(): which parameters it covers is unknown
         return not analysis.distinct_optimizers(receiver, receiver_ctx, optimizer, ctx)
+

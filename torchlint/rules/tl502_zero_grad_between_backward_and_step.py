@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, mentioned_keys
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -158,7 +158,7 @@ for real, noise in loader:
             return None
         for stmt, stmt_ctx in analysis.statements_in_loop(loop):
             guard = stmt_ctx.guard
-            if stmt_ctx.loop is not loop or type(guard) is not cst.If or not _accumulation_test(guard.test):
+            if stmt_ctx.loop is not loop or type(guard) is not cst.If or not analysis.is_accumulation_test(guard.test, stmt_ctx):
                 continue
             for call in analysis.calls_in(stmt):
                 optimizer = analysis.stepped_optimizer(call, stmt_ctx)
@@ -240,15 +240,6 @@ for real, noise in loader:
     def _calls(self, item, opaque: bool) -> list:
         return self.analysis.calls_within(item) if opaque else self.analysis.calls_in(item)
 
-
-def _accumulation_test(test) -> bool:
-    """``(i + 1) % accum == 0``, ``step % k``, ``should_step``-style names with "accum" in them."""
-    for node in iter_expression_nodes(test):
-        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
-            return True
-        if type(node) in (cst.Name, cst.Attribute) and "accum" in (dotted_name(node) or "").lower():
-            return True
-    return False
 
 
 def _name(call) -> str:
