@@ -241,8 +241,10 @@ for x, y in loader:
             if found is None:
                 return None
             trained = found[1] or any(
-                type(layer) is cst.Call
-                and last_part(self.analysis.qualified_name(layer.func) or "") in PARAMETERISED_LAYERS
+                type(layer) is cst.Call and (
+                    last_part(self.analysis.qualified_name(layer.func) or "") in PARAMETERISED_LAYERS
+                    or self.analysis.is_module_class(layer.func)  # a project's ConvLayer(...)
+                )
                 for layer in layers[:-1]
             )
             return found[0], trained
