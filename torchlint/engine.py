@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import io
+import os
+import queue
 import re
 import sys
 import threading
@@ -217,8 +219,76 @@ def _surely_shallow(text: str) -> bool:
     return True
 
 
+# What _elements_shallow scans for: a triple quote, a one-line string, a bracket, a comma, a comment.
+_SHALLOW_SCAN = re.compile(
+    "'''" + '|"""|' + r"""'(?:[^'\\\n]|\\.)*'""" + '|' + r'"(?:[^"\\\n]|\\.)*"' + r'|[()\[\]{},#]'
+)
+
+
+def _elements_shallow(text: str) -> bool:
+    """The same bound as ``_surely_shallow``, per element: a comma starts a new element of its
+    bracket (or tuple), which the tokenizer estimate also starts over at, so the characters that
+    bound the nesting at a point are those of the unfinished elements around it. A string is
+    one token (at most one level), however long; a triple-quoted one is followed to its end. For the
+    long literals of configuration tables, where ``_surely_shallow`` gives up."""
+    budget = MAX_NESTING - text.count("elif")
+    open_elements: list[int] = []  # characters of the unfinished element outside each bracket
+    outside = 0  # their sum
+    current = 0  # characters of the innermost unfinished element
+    indent = 0
+    triple = None  # the closing quote of a triple-quoted string being skipped
+    starting = True
+    for line in text.split("\n"):
+        position = 0
+        if triple is not None:  # inside a triple-quoted string: one token, already counted
+            end = line.find(triple)
+            if end < 0:
+                continue
+            position, triple = end + 3, None
+        elif starting:
+            indent = len(line) - len(line.lstrip())
+        for match in _SHALLOW_SCAN.finditer(line, position):
+            token = match.group()
+            current += match.start() - position
+            position = match.end()
+            if token == "#":
+                position = len(line)
+                break
+            if token in ("'''", '"""'):
+                current += 1
+                end = line.find(token, position)
+                if end < 0:
+                    triple = token
+                    position = len(line)
+                    break
+                position = end + 3
+            elif token in "([{":
+                open_elements.append(current + 1)
+                outside += current + 1
+                current = 0
+            elif token in ")]}":
+                if not open_elements:
+                    return False  # unbalanced: let the tokenizer judge
+                closed = open_elements.pop()
+                outside -= closed
+                current += closed
+            elif token == ",":
+                current = 0
+            else:
+                current += 1  # a string is one token, however long
+            if outside + current + 2 * indent >= budget:
+                return False
+        current += len(line) - position
+        if outside + current + 2 * indent >= budget:
+            return False
+        starting = triple is None and not open_elements and not line.rstrip().endswith("\\")
+        if starting:
+            current = 0
+    return True
+
+
 def _check_nesting(text: str) -> None:
-    if _surely_shallow(text):
+    if _surely_shallow(text) or _elements_shallow(text):
         return
     depth = nesting_depth(text)
     if depth > MAX_NESTING:
@@ -379,45 +449,68 @@ _saved_limit = 0
 
 
 def _run_deep(function, *args):
-    """``function(*args)`` in a new thread with a STACK_SIZE stack and the recursion limit at
-    least RECURSION_LIMIT (restored when the last such call ends); its exception is re-raised."""
+    """``function(*args)`` on the lint thread (one per process, with a STACK_SIZE stack, started
+    once: creating a thread with a stack that large costs milliseconds) with the recursion limit
+    at least RECURSION_LIMIT (restored when the last such call ends); its exception is re-raised."""
     global _deep_runs, _saved_limit
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, function(*args)))
-        except BaseException as error:  # handed to the calling thread
-            outcome.append((False, error))
-
     with _limit_lock:
         if _deep_runs == 0:
             _saved_limit = sys.getrecursionlimit()
             sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
         _deep_runs += 1
+    try:
+        return _lint_thread().run(function, args)
+    finally:
+        _leave_deep()
+
+
+class _LintThread:
+    """A daemon thread with a large stack that runs one call at a time for its callers."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.lock = threading.Lock()  # one call at a time: callers from several threads queue here
         try:
             previous = threading.stack_size(STACK_SIZE)
         except (ValueError, RuntimeError):  # a platform that cannot size thread stacks
             previous = None
         try:
-            thread = threading.Thread(target=target, name="torchlint-lint", daemon=True)
-            thread.start()
-        except BaseException:
-            _leave_deep()
-            raise
+            self.thread = threading.Thread(target=self._serve, name="torchlint-lint", daemon=True)
+            self.thread.start()
         finally:
             if previous is not None:
                 threading.stack_size(previous)
-    try:
-        thread.join()
-    finally:
-        _leave_deep()
-    if not outcome:
-        raise RuntimeError("the lint thread ended without a result")
-    succeeded, value = outcome[0]
-    if succeeded:
-        return value
-    raise value
+
+    def _serve(self) -> None:
+        while True:
+            function, args, reply = self.requests.get()
+            try:
+                reply.put((True, function(*args)))
+            except BaseException as error:  # handed to the calling thread
+                reply.put((False, error))
+
+    def run(self, function, args):
+        reply: queue.SimpleQueue = queue.SimpleQueue()
+        with self.lock:
+            self.requests.put((function, args, reply))
+            succeeded, value = reply.get()
+        if succeeded:
+            return value
+        raise value
+
+
+_thread_lock = threading.Lock()
+_thread: _LintThread | None = None
+
+
+def _lint_thread() -> _LintThread:
+    """This process's lint thread (a forked worker starts its own: threads do not survive fork)."""
+    global _thread
+    with _thread_lock:
+        if _thread is None or _thread.pid != os.getpid() or not _thread.thread.is_alive():
+            _thread = _LintThread()
+        return _thread
 
 
 def _leave_deep() -> None:

@@ -33,24 +33,30 @@ class GradModeQueries:
             return False  # its name is never followed by "(" but in its definitions: no caller here
         found = False
         disabled = True
-        for stmt_list in self.statements_by_type.values():
-            for stmt, ctx in stmt_list:
-                for call in self.calls_in(stmt):
-                    func = call.func
-                    if is_method:
-                        hit = type(func) is cst.Attribute and func.attr.value == name
-                    else:
-                        hit = type(func) is cst.Name and func.value == name
-                    if not hit:
-                        continue
-                    if ctx.scope is scope:  # recursion (or super().__init__()) says nothing about callers
-                        continue
-                    found = True
-                    if ctx.grad is GradMode.ENABLED and not (
-                        ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
-                    ):
-                        disabled = False
+        for ctx in self._calls_by_name().get((name, is_method), ()):
+            if ctx.scope is scope:  # recursion (or super().__init__()) says nothing about callers
+                continue
+            found = True
+            if ctx.grad is GradMode.ENABLED and not (
+                ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
+            ):
+                disabled = False
         result = found and disabled
         self._callers_memo[memo_key] = result
         return result
 
+    def _calls_by_name(self) -> dict[tuple[str, bool], list[Context]]:
+        """The contexts of every call in the module by (called name, is a method call): ``f(x)``
+        under (``f``, False), ``obj.f(x)`` under (``f``, True). Built once."""
+        index = self.module_scope._memo.get("calls_by_name")
+        if index is None:
+            index = self.module_scope._memo["calls_by_name"] = {}
+            for stmt_list in self.statements_by_type.values():
+                for stmt, ctx in stmt_list:
+                    for call in self.calls_in(stmt):
+                        func = call.func
+                        if type(func) is cst.Attribute:
+                            index.setdefault((func.attr.value, True), []).append(ctx)
+                        elif type(func) is cst.Name:
+                            index.setdefault((func.value, False), []).append(ctx)
+        return index

@@ -68,11 +68,21 @@ class ModuleQueries:
         """Does ``key`` (``net_g``, ``self.G``) receive a method only modules have
         (``net_g.eval()``, ``G.parameters()``, ``model.named_modules()``) in the scope that uses
         it: the function, for ``self.x`` any method of the class, for a global the module?"""
-        if self.source is not None and not any(f".{method}(" in self.source for method in MODULE_EVIDENCE_METHODS):
+        memo = self.module_scope._memo
+        if "evidence_text" not in memo:
+            memo["evidence_text"] = self.source is None or any(
+                f".{method}(" in self.source for method in MODULE_EVIDENCE_METHODS
+            )
+        if not memo["evidence_text"]:
             return False
         scopes = [ctx.scope]
-        if key.startswith("self.") and ctx.scope.class_scope is not None:
-            scopes = [s for s in self.scopes.values() if s.class_scope is ctx.scope.class_scope and s.kind == "function"]
+        class_scope = ctx.scope.class_scope
+        if key.startswith("self.") and class_scope is not None:
+            if "methods" not in class_scope._memo:
+                class_scope._memo["methods"] = [
+                    s for s in self.scopes.values() if s.class_scope is class_scope and s.kind == "function"
+                ]
+            scopes = class_scope._memo["methods"]
         elif self.lookup(key.partition(".")[0], ctx) is None or ctx.scope.kind == "module":
             scopes.append(self.module_scope)
         return any(key in self._scope_module_evidence(scope) for scope in scopes)
