@@ -114,6 +114,13 @@ def test_python_m_torchlint_does_not_import_from_the_working_directory(tmp_path)
     assert result.returncode == 1 and len(result.stdout.splitlines()) == 6, result.stderr
 
 
+def test_python_m_torchlint_verify_does_not_import_from_the_working_directory(tmp_path):
+    marker = plant_shadows(tmp_path, ("argparse", "json"))
+    result = run([sys.executable, "-m", "torchlint.verify", "--help"], tmp_path)
+    assert not marker.exists(), f"imported from the working directory: {marker.read_text()}"
+    assert result.returncode == 0 and "usage: torchlint verify" in result.stdout, result.stderr
+
+
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (pip install -e '.[verify]')")
 def test_verify_fork_server_does_not_import_from_the_working_directory(tmp_path):
     attack = tmp_path / "attack"

@@ -200,6 +200,22 @@ def test_usage_errors_exit_2(capsys, args):
     assert "error" in capsys.readouterr().err
 
 
+def test_unwritable_destinations_fail_before_measuring(tmp_path, capsys, monkeypatch):
+    needs_torch()
+    from torchlint.verify import cli as verify_cli
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured although the report could not be written")
+
+    monkeypatch.setattr("torchlint.verify.verifier.verify", no_measuring)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for args, says in ((["--output-file", str(tmp_path / "missing" / "out.json")], "does not exist"),
+                       (["--plot", str(a_file)], "not a directory")):
+        assert verify_cli.main(["TL101", *args]) == 2
+        assert says in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("entry, args", [("torchlint.verify.cli", ["--device", "cpu"]),
                                          ("torchlint.cli", ["verify", "TL101"])])
 def test_without_torch_one_line_and_exit_2(entry, args):

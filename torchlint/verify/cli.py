@@ -19,6 +19,26 @@ INSTALL_HINT = ("torchlint verify needs PyTorch: pip install torch --index-url "
 DEFAULT_STEPS = 8
 
 
+def _check_destinations(args) -> None:
+    """``--output-file`` and ``--plot`` are checked before the measurements, not after them."""
+    import os
+
+    from torchlint import cli
+
+    if args.output_file:
+        try:
+            cli.check_output_path(args.output_file, "--output-file")
+        except cli.UsageError as error:
+            raise UsageError(str(error)) from None
+    if args.plot:
+        plot = Path(args.plot)
+        if plot.exists() and not plot.is_dir():
+            raise UsageError(f"--plot {plot}: not a directory")
+        existing = plot if plot.exists() else next((p for p in plot.absolute().parents if p.exists()), None)
+        if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise UsageError(f"--plot {plot}: cannot create or write charts there")
+
+
 class UsageError(Exception):
     pass
 
@@ -80,6 +100,7 @@ def _verify(args: argparse.Namespace) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+    _check_destinations(args)
     claims = all_claims()
     known = {claim.code for claim in claims}
     wanted = [code.upper() for code in args.codes]
