@@ -239,3 +239,5 @@ def test_a_cookie_naming_an_import_time_codec_lints_the_utf8_text():
     assert engine.decode_source(source).startswith("# -*- coding: future_fstrings")
     with pytest.raises(engine.SourceError, match="unknown encoding"):
         engine.decode_source(source.replace(b"import torch", b"import torch  # \xff"))
+    with pytest.raises(engine.SourceError, match="unknown encoding: uft-8"):  # a typo stays TL000
+        engine.decode_source(source.replace(b"future_fstrings", b"uft-8"))

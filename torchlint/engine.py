@@ -38,6 +38,11 @@ class SourceError(Exception):
         self.column = column
 
 
+# Codecs that packages register at start-up to rewrite UTF-8 source (backports of f-strings and
+# annotations, pyxl's inline HTML); an unknown encoding otherwise (a typo) stays TL000.
+_SOURCE_REWRITING_CODEC = re.compile(r"unknown encoding(?: for [^:]*)?: (?:future[-_]\w+|pyxl|interpy)\b")
+
+
 def decode_source(data: bytes) -> str:
     """Decode as the interpreter does: BOM, PEP 263 coding cookie, else UTF-8."""
     try:
@@ -45,7 +50,7 @@ def decode_source(data: bytes) -> str:
     except SyntaxError as error:
         # A cookie naming a codec a package registers at import (`future_fstrings`, `pyxl`):
         # such codecs rewrite UTF-8 source, so the UTF-8 text is what to lint.
-        if "unknown encoding" not in str(error):
+        if not _SOURCE_REWRITING_CODEC.search(str(error)):
             raise SourceError(f"cannot decode: {error}") from None
         try:
             return data.decode("utf-8")
@@ -205,10 +210,12 @@ def _surely_shallow(text: str) -> bool:
     for line in text.split("\n"):
         length = len(line)
         indent = length - len(line.lstrip())
-        balance += (line.count("(") + line.count("[") + line.count("{")
-                    - line.count(")") - line.count("]") - line.count("}"))
+        opening = line.count("(") + line.count("[") + line.count("{")
+        if balance + opening > MAX_BRACKETS:
+            return False  # maybe nested deeper than CPython allows: the tokenizer judges
+        balance += opening - line.count(")") - line.count("]") - line.count("}")
         if balance < 0:
-            return False
+            return False  # unbalanced (brackets in strings): the tokenizer judges
         run += length
         if run + 2 * indent > longest:
             longest = run + 2 * indent
@@ -263,6 +270,8 @@ def _elements_shallow(text: str) -> bool:
                     break
                 position = end + 3
             elif token in "([{":
+                if len(open_elements) >= MAX_BRACKETS:
+                    return False
                 open_elements.append(current + 1)
                 outside += current + 1
                 current = 0
@@ -346,6 +355,67 @@ def compile_check(text: str, path: str) -> bool:
     raise SourceError(f"syntax error: {failure.msg}", failure.lineno or 1, failure.offset or 1)
 
 
+def _compile_time_error(analysis) -> str | None:
+    """What the interpreter's compiler refuses beyond the grammar, read off the analysis of a
+    parsed file (a full compile of every file would cost a sixth of the parse): ``return`` /
+    ``yield`` / ``await`` outside a function, ``break`` / ``continue`` outside a loop,
+    ``nonlocal`` at module level, a duplicate argument, a late ``from __future__`` import. Files
+    the prefilter skips get the full compile instead (``check_syntax``)."""
+    by_type = analysis.statements_by_type
+    for kind, message in (("Return", "'return' outside function"), ("Break", "'break' outside loop"),
+                          ("Continue", "'continue' not properly in loop")):
+        for stmt, ctx in by_type.get(kind, ()):
+            if kind == "Return" and ctx.scope.kind != "function":
+                return message
+            if kind != "Return" and not ctx.visible_loops:
+                return message
+    for stmt, ctx in by_type.get("Nonlocal", ()):
+        if ctx.scope.kind == "module":
+            return "nonlocal declaration not allowed at module level"
+    for stmt, ctx in by_type.get("FunctionDef", ()):
+        params = stmt.params
+        names = [param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)]
+        names += [param.name.value for param in (params.star_arg, params.star_kwarg) if isinstance(param, cst.Param)]
+        duplicate = next((name for index, name in enumerate(names) if name in names[:index]), None)
+        if duplicate is not None:
+            return f"duplicate argument '{duplicate}' in function definition"
+    from torchlint.analysis.syntax import iter_expression_nodes
+
+    source = analysis.source or ""
+    if "yield" in source or "await" in source:
+        for kind in ("Expr", "Assign", "AugAssign", "AnnAssign"):
+            for stmt, ctx in by_type.get(kind, ()):
+                if ctx.scope.kind == "function":
+                    continue
+                for node in iter_expression_nodes(stmt):
+                    if type(node) in (cst.Yield, cst.Await):
+                        return f"'{'yield' if type(node) is cst.Yield else 'await'}' outside function"
+    if "__future__" in source:
+        seen_other = False
+        for index, line in enumerate(analysis.module.body):
+            small = line.body if type(line) is cst.SimpleStatementLine else []
+            if small and type(small[0]) is cst.ImportFrom and _module_name(small[0]) == "__future__":
+                if seen_other:
+                    return "from __future__ imports must occur at the beginning of the file"
+                continue
+            docstring = index == 0 and small and type(small[0]) is cst.Expr and type(small[0].value) in (
+                cst.SimpleString, cst.ConcatenatedString)
+            if not docstring:
+                seen_other = True
+    return None
+
+
+def _module_name(node) -> str:
+    module = node.module
+    parts = []
+    while type(module) is cst.Attribute:
+        parts.append(module.attr.value)
+        module = module.value
+    if type(module) is cst.Name:
+        parts.append(module.value)
+    return ".".join(reversed(parts))
+
+
 def _is_limit(error: SyntaxError) -> bool:
     """The interpreter's size limits hold on every Python version, unlike its grammar."""
     return str(error.msg).startswith(("too many nested parentheses", "too many levels of indentation",
@@ -409,7 +479,6 @@ def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dic
             check_syntax(text, path)
             return []
         _check_nesting(text)
-        compile_check(text, path)
         module = parse(text, nesting_checked=True)
     except SourceError as error:
         return [invalid_file(path, error.reason, error.line, error.column)]
@@ -426,6 +495,14 @@ def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dic
         return [invalid_file(path, "file too deeply nested to analyse")]
     except Exception as error:  # an analysis bug must not take down the run
         return [invalid_file(path, f"internal error while analysing: {_describe(error)}")]
+    refused = _compile_time_error(analysis)
+    if refused is not None:
+        # CPython's own message and position (the full compile runs only for such files)
+        try:
+            compile_check(text, path)
+        except SourceError as error:
+            return [invalid_file(path, error.reason, error.line, error.column)]
+        return [invalid_file(path, f"syntax error: {refused}")]
     for rule_class in rules:
         before = len(reports)
         try:
