@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, STEP_SOURCE_RE, STEP_TARGET_RE
-from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_match, call_name, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
+from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_match, call_name, collect_nodes, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
 
@@ -38,12 +38,9 @@ class ControlFlowQueries:
         """Every call in a statement's own expressions (memoised per statement)."""
         cached = self._calls_memo.get(id(stmt))
         if cached is None:
-            cached = [
-                node
-                for expr in self.own_expressions(stmt)
-                for node in iter_expression_nodes(expr)
-                if type(node) is cst.Call
-            ]
+            cached = []
+            for expr in self.own_expressions(stmt):
+                collect_nodes(expr, cst.Call, cached)
             self._calls_memo[id(stmt)] = cached
         return cached
 

@@ -60,6 +60,48 @@ def iter_expression_nodes(node) -> Iterator:
         stack.extend(child_nodes(current))
 
 
+def collect_nodes(node, wanted: type, found: list) -> list:
+    """Append every node of type ``wanted`` under ``node`` (itself included, lambdas' bodies
+    not entered) to ``found``: ``iter_expression_nodes`` filtered, without generators (this is
+    the innermost loop of the analysis: every statement's calls)."""
+    stack = [node]
+    pop, push = stack.pop, stack.append
+    fields_by_type, node_types = _FIELDS_BY_TYPE, _NODE_TYPES
+    lambda_type = cst.Lambda
+    while stack:
+        current = pop()
+        kind = type(current)
+        if kind is wanted:
+            found.append(current)
+        elif kind is lambda_type:
+            continue
+        fields = fields_by_type.get(kind)
+        if fields is None:
+            fields = tuple(
+                name for name in kind.__dataclass_fields__
+                if name not in _NEUTRAL_FIELDS and not name.startswith("whitespace")
+            )
+            fields_by_type[kind] = fields
+        for name in fields:
+            value = getattr(current, name)
+            value_kind = type(value)
+            if value_kind is list or value_kind is tuple:
+                for item in value:
+                    item_kind = type(item)
+                    known = node_types.get(item_kind)
+                    if known is None:
+                        known = _is_node_type(item_kind)
+                    if known:
+                        push(item)
+            else:
+                known = node_types.get(value_kind)
+                if known is None:
+                    known = _is_node_type(value_kind)
+                if known:
+                    push(value)
+    return found
+
+
 def dotted_name(node) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     parts = []
