@@ -43,14 +43,16 @@ class AttachmentQueries:
         if "roots" in scope._memo:
             return scope._memo["roots"]
         roots: set[str] = set()
-        if not (self.may_contain("backward") or self.may_contain("autograd")):
+        if not (self.may_contain("backward") or self.may_contain("autograd") or self.may_contain(".step(")):
             scope._memo["roots"] = frozenset()
             return scope._memo["roots"]
-        for stmt, _ in scope.statements:
+        for stmt, stmt_ctx in scope.statements:
             for call in self.calls_in(stmt):
                 name = call_name(call)
                 positional = call_arguments(call)
-                if name in BACKWARD_FUNCTIONS:
+                if name == "step" and self.steps_on_a_loss(call, stmt_ctx):
+                    operand = positional[0]  # self.optim.step(loss): the wrapper backpropagates it
+                elif name in BACKWARD_FUNCTIONS:
                     # accelerator.backward(loss) / self.manual_backward(loss): the argument;
                     # loss.backward() / scaler.scale(loss).backward(): the receiver
                     if positional:
@@ -307,7 +309,13 @@ class AttachmentQueries:
         if NOT_FORWARD_METHOD_RE.match(func.attr.value):
             return False
         loop = ctx.loop
-        return loop is not None and self.loop_backpropagates(loop) and self.is_module(receiver, ctx)
+        if loop is None:
+            return False
+        training = self.loop_backpropagates(loop) or (
+            loop.implicit is not None  # a helper the training loop calls: `loss = self.loss(x)`
+            and any(caller.loop is not None and self.loop_backpropagates(caller.loop) for _, caller in loop.callers)
+        )
+        return training and self.is_module(receiver, ctx)
 
     def _torch_call_attached(self, qualified: str, call, ctx: Context) -> bool:
         name = last_part(qualified)

@@ -104,9 +104,9 @@ class ControlFlowQueries:
         body calls (``loss = self.train_step(batch)``)?"""
         if "backprop" not in loop._memo:
             loop._memo["backprop"] = any(self.loop_calls(loop, name) for name in BACKWARD_FUNCTIONS) or any(
-                callee is not None and self.backpropagates(callee)
+                (callee is not None and self.backpropagates(callee)) or self.steps_on_a_loss(call, ctx)
                 for stmt, ctx in self.statements_in_loop(loop)
-                for callee in self._callees(stmt, ctx)
+                for call, callee in zip(self.calls_in(stmt), self._callees(stmt, ctx))
             )
         return loop._memo["backprop"]
 
@@ -114,7 +114,7 @@ class ControlFlowQueries:
         """Does every iteration of the loop call ``backward()`` (not under an ``if``)?"""
         return any(
             ctx.loop is loop and ctx.guard is None and any(
-                call_name(call) in BACKWARD_FUNCTIONS
+                call_name(call) in BACKWARD_FUNCTIONS or self.steps_on_a_loss(call, ctx)
                 or (callee is not None and self.backpropagates(callee))
                 for call, callee in zip(self.calls_in(stmt), self._callees(stmt, ctx))
             )

@@ -255,6 +255,23 @@ class OptimizerQueries:
             return positional[0]  # a wrapper stepping the optimizer it is given
         return None
 
+    def steps_on_a_loss(self, call, ctx: Context) -> bool:
+        """``self.optim.step(loss)``: an optimizer wrapper handed the loss (tianshou's, many
+        projects' own) backpropagates it itself (and clears and steps: no TL501 step). Not
+        ``optimizer.step(closure)``, whose argument is a function."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value != "step" or len(call.args) != 1:
+            return False
+        positional = call_arguments(call)
+        receiver = dotted_name(func.value)
+        if len(positional) != 1 or receiver is None or not looks_like_optimizer(last_part(receiver)):
+            return False
+        key = dotted_name(positional[0])
+        if key is None or "closure" in key.lower():
+            return False
+        binding = self.lookup(key, ctx)
+        return binding is not None and binding.kind in ("assign", "augassign") and type(binding.value) is not cst.Lambda
+
     def gradient_clearings(self, stmt) -> list:
         """How a statement clears gradients, one entry per clearing: the receiver of
         ``opt.zero_grad()`` / ``model.zero_grad()``, or None where what it covers is unknown

@@ -161,6 +161,8 @@ class SummaryQueries:
         name = call_name(call)
         if name in ("backward", "manual_backward"):
             return True
+        if name == "step":
+            return self.steps_on_a_loss(call, ctx)
         return name == "grad" and self.qualified_name(call.func) == "torch.autograd.grad"
 
     def steps_optimizer(self, scope: Scope) -> bool:
