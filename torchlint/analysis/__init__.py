@@ -11,7 +11,8 @@ module per family of questions:
 - ``objects``: what a value is by evidence (module, optimizer, scaler);
 - ``inplace``: in-place mutation and leaves that require grad;
 - ``summaries``: what a call of a function defined in the project does, and which functions run
-  once per step.
+  once per step;
+- ``arguments``: what a call's literal arguments decide inside the function it runs.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ from torchlint.analysis.scopes import (  # noqa: F401
     Context,
     Binding,
 )
+from torchlint.analysis.arguments import ArgumentQueries
 from torchlint.analysis.attachment import AttachmentQueries
 from torchlint.analysis.flow import ControlFlowQueries
 from torchlint.analysis.grad import GradModeQueries
@@ -101,6 +103,6 @@ from torchlint.analysis.walk import ModuleWalk
 
 class Analysis(
     ModuleWalk, GradModeQueries, ControlFlowQueries, AttachmentQueries, ModuleQueries,
-    OptimizerQueries, InPlaceQueries, SummaryQueries,
+    OptimizerQueries, InPlaceQueries, SummaryQueries, ArgumentQueries,
 ):
     """Everything the rules may ask about one module."""

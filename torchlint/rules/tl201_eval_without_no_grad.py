@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import ast
 import math
 import re
 
@@ -373,17 +372,12 @@ def count_flops(model, x):
             return False
         if not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
             return False
-        constants = _constant_arguments(call, callee)
         for inner_call, inner_ctx, inner_callee in analysis.scope_calls(callee):
             training = self._is_training_call(inner_call, inner_ctx) or (
                 inner_callee is not None and inner_callee is not callee
                 and (analysis.backpropagates(inner_callee) or analysis.steps_optimizer(inner_callee))
             )
-            if not training:
-                continue
-            statement = _statement_of(inner_call, callee, analysis)
-            conditions = analysis.branch_conditions(statement, callee) if statement is not None else ()
-            if not any(_falsified(text, positive, constants) for text, positive in conditions):
+            if training and analysis.may_run_for(call, callee, inner_call):
                 return True
         return False
 
@@ -602,8 +596,6 @@ def _comprehension_calls(stmt, analysis) -> list:
     return calls
 
 
-_UNKNOWN = object()
-
 
 def _repeats(ctx: Context, analysis) -> bool:
     """Is the statement inside a for / while loop that really repeats (not a retry loop that
@@ -619,97 +611,3 @@ def _is_retry_loop(node) -> bool:
     return any(
         type(item) is cst.Name and RETRY_RE.search(item.value) for item in iter_expression_nodes(header)
     )
-
-
-def _literal(expr):
-    """The value of a literal argument (``False``, ``None``, ``0``, ``"val"``), else ``_UNKNOWN``."""
-    kind = type(expr)
-    if kind is cst.Name and expr.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[expr.value]
-    if kind in (cst.Integer, cst.SimpleString):
-        try:
-            return ast.literal_eval(expr.value)
-        except (ValueError, SyntaxError):
-            return _UNKNOWN
-    return _UNKNOWN
-
-
-def _constant_arguments(call, callee) -> dict:
-    """Parameters of ``callee`` that the call fixes to a literal, by position, keyword or an
-    unpassed default."""
-    params = callee.node.params
-    positional = [*params.posonly_params, *params.params]
-    if callee.parent is not None and callee.parent.kind == "class" and type(call.func) is cst.Attribute:
-        positional = positional[1:]  # self / cls
-    values = {}
-    for param in [*positional, *params.kwonly_params]:
-        if param.default is not None:
-            values[param.name.value] = _literal(param.default)
-    index = 0
-    for arg in call.args:
-        if arg.star:
-            break
-        if arg.keyword is not None:
-            values[arg.keyword.value] = _literal(arg.value)
-        elif index < len(positional):
-            values[positional[index].name.value] = _literal(arg.value)
-            index += 1
-    return {name: value for name, value in values.items() if value is not _UNKNOWN}
-
-
-def _falsified(test: str, positive: bool, constants: dict) -> bool:
-    """Does the branch condition (``test`` must be ``positive``) fail for these constants?"""
-    if not constants:
-        return False
-    try:
-        value = _evaluate(ast.parse(test, mode="eval").body, constants)
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    return value is not _UNKNOWN and bool(value) is not positive
-
-
-def _evaluate(node, constants: dict):
-    kind = type(node)
-    if kind is ast.Constant:
-        return node.value
-    if kind is ast.Name:
-        return constants.get(node.id, _UNKNOWN)
-    if kind is ast.UnaryOp and type(node.op) is ast.Not:
-        value = _evaluate(node.operand, constants)
-        return _UNKNOWN if value is _UNKNOWN else not value
-    if kind is ast.BoolOp:
-        values = [_evaluate(item, constants) for item in node.values]
-        if type(node.op) is ast.And:
-            if any(value is not _UNKNOWN and not value for value in values):
-                return False
-            return _UNKNOWN if _UNKNOWN in values else all(values)
-        if any(value is not _UNKNOWN and value for value in values):
-            return True
-        return _UNKNOWN if _UNKNOWN in values else any(values)
-    if kind is ast.Compare and len(node.ops) == 1:
-        left, right = _evaluate(node.left, constants), _evaluate(node.comparators[0], constants)
-        if left is _UNKNOWN or right is _UNKNOWN:
-            return _UNKNOWN
-        op = type(node.ops[0])
-        try:
-            if op is ast.Eq:
-                return left == right
-            if op is ast.NotEq:
-                return left != right
-            if op is ast.Is:
-                return left is right
-            if op is ast.IsNot:
-                return left is not right
-        except Exception:  # noqa: BLE001 - comparing literals cannot fail, but never crash a lint
-            return _UNKNOWN
-    return _UNKNOWN
-
-
-def _statement_of(call, scope, analysis):
-    """The statement of ``scope`` whose own expressions hold ``call``."""
-    index = scope._memo.get("call_statements")
-    if index is None:
-        index = scope._memo["call_statements"] = {
-            id(inner): stmt for stmt, ctx in scope.statements if ctx.scope is scope for inner in analysis.calls_in(stmt)
-        }
-    return index.get(id(call))
