@@ -328,7 +328,7 @@ for x, y in stream:
             )
         if not any(key in mentioned_keys(arg.value) for arg in call.args):
             return False
-        helper = self._local_function(func, ctx)
+        helper = self.analysis.called_function(call, ctx)
         if helper is not None:
             return any(call_name(c) == "detach_" for s, _ in helper.statements for c in self.analysis.calls_in(s))
         name = dotted_name(func)
@@ -340,7 +340,7 @@ for x, y in stream:
         if type(func) is not cst.Attribute or dotted_name(func.value) != "self":
             return False
         class_scope = ctx.scope.class_scope
-        method = self._method(class_scope, func.attr.value)
+        method = self.analysis.method_of(class_scope, func.attr.value, set()) if class_scope is not None else None
         return method is not None and method is not ctx.scope and any(
             b.ctx.scope is method for b in class_scope.bindings.get(key, ())
         )
@@ -521,15 +521,15 @@ for x, y in stream:
                 return DETACH
             if type(value) is cst.Lambda and type(value.body) is cst.Call and call_name(value.body) in ("detach", "detach_"):
                 return DETACH
-        return DETACH if self._detaching_helper(func, ctx) else None
+        return DETACH if self._detaching_helper(call, ctx) else None
 
-    def _detaching_helper(self, func, ctx: Context) -> bool:
+    def _detaching_helper(self, call, ctx: Context) -> bool:
         """A helper whose result is detached: one defined here whose every return drops its
         parameters' graph (``return h.detach()`` / ``tuple(repackage(v) for v in h)``), or an
         unknown one named like ``repackage_hidden`` / ``detach_state``."""
-        scope = self._local_function(func, ctx)
+        scope = self.analysis.called_function(call, ctx)
         if scope is None:
-            name = dotted_name(func)
+            name = dotted_name(call.func)
             return name is not None and bool(DETACHING_HELPER_RE.search(last_part(name)))
         memo = scope._memo
         if "tl103_detaches" not in memo:
@@ -556,25 +556,6 @@ for x, y in stream:
                         break
         ctx = scope.statements[0][1] if scope.statements else None
         return all(not (self._live_keys(value, ctx) & tainted) for value in returned)
-
-    def _local_function(self, func, ctx: Context) -> Scope | None:
-        """The scope of a function or method this file defines that ``func`` names."""
-        if type(func) is cst.Name:
-            binding = self.analysis.lookup(func.value, ctx)
-            if binding is not None and binding.kind == "def":
-                return self.analysis.scopes.get(id(binding.value))
-            return None
-        if type(func) is cst.Attribute and dotted_name(func.value) == "self":
-            return self._method(ctx.scope.class_scope, func.attr.value)
-        return None
-
-    def _method(self, class_scope: Scope | None, name: str) -> Scope | None:
-        if class_scope is None:
-            return None
-        for binding in class_scope.bindings.get(name, ()):
-            if binding.kind == "def":
-                return self.analysis.scopes.get(id(binding.value))
-        return None
 
 
 def _same_branch(guard, stmt, feed) -> bool:
