@@ -59,6 +59,48 @@ for x in loader:
     out = model(x)
     outputs = out if outputs is None else torch.cat((outputs, out))  # expect: TL102
 """,
+        """\
+class Metric:
+    def __init__(self):
+        self.sum = torch.tensor(0.0)
+
+    def update(self, value):
+        self.sum += value  # expect: TL102
+
+def train_epoch(model, loader, optimizer):
+    train_loss = Metric()
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        train_loss.update(loss)
+        loss.backward()
+        optimizer.step()
+""",
+        """\
+class Solver:
+    def train_one_epoch(self, loader):
+        totals = defaultdict(float)
+        for batch in loader:
+            losses = self.train_one_batch(batch)
+            for name, value in losses.items():
+                totals[name] += value  # expect: TL102
+        return totals
+
+    def train_one_batch(self, batch):
+        self.optimizer.zero_grad()
+        loss, parts = self.loss_fn(self.model(batch.x), batch.y)
+        loss.backward()
+        self.optimizer.step()
+        return parts
+""",
+        """\
+losses = []
+for minibatch in batch.split(64):
+    dist = policy(minibatch.obs)
+    loss = -(dist.log_prob(minibatch.act) * minibatch.adv).mean()
+    optim.step(loss)  # a wrapper: backward, step and zero_grad inside
+    total += loss  # expect: TL102
+""",
     ]
     VALID = [
         """\
@@ -83,6 +125,19 @@ def compute_loss(model, batches):
     for x, y in batches:
         loss += F.cross_entropy(model(x), y)
     return loss / len(batches)
+""",
+        """\
+running = {"loss": 0.0, "reward": 0.0}
+for step, batch in enumerate(loader):
+    loss, reward = model(batch)
+    (loss / accumulation).backward()
+    running["loss"] += loss
+    running["reward"] += reward
+    if (step + 1) % accumulation == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+        log(running)
+        running = {key: 0.0 for key in running}
 """,
     ]
 
