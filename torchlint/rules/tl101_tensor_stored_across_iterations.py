@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, storage_key
+from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, mentioned_keys, storage_key
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -102,6 +102,16 @@ for x in loader:
         out = model(x)
     preds.append(out)
 """,
+        """\
+outputs = []
+for i, batch in enumerate(loader):
+    optimizer.zero_grad()
+    output = module.training_step(batch, i)
+    output["loss"].backward()
+    optimizer.step()
+    output["loss"] = output["loss"].detach()
+    outputs.append(output)
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
@@ -154,7 +164,7 @@ for x in loader:
         key = storage_key(container)
         if key is None:
             return
-        if not analysis.is_attached(value, ctx):
+        if not analysis.is_attached(value, ctx) or self._slot_detached(value, ctx):
             return
         loop = ctx.loop
         if loop.implicit is not None and not analysis.outlives_call(key, ctx):
@@ -171,6 +181,26 @@ for x in loader:
         if analysis.reaches_backward(key, ctx):
             return  # collected for one backward() over all of them
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value))
+
+    def _slot_detached(self, value, ctx: Context) -> bool:
+        """``output['loss'] = output['loss'].detach()`` earlier in the iteration, before
+        ``outputs.append(output)``: the author replaced the graph-carrying entry by a detached
+        copy of itself."""
+        analysis = self.analysis
+        key = dotted_name(value)
+        loop = ctx.loop
+        if key is None or loop is None:
+            return False
+        binding = analysis.lookup(key, ctx)
+        start = binding.ctx.order if binding is not None and loop.contains(binding.ctx.order) else loop.start
+        for stmt, stmt_ctx in analysis.statements_in_loop(loop):
+            if not start < stmt_ctx.order < ctx.order or type(stmt) is not cst.Assign or len(stmt.targets) != 1:
+                continue
+            target = stmt.targets[0].target
+            if (type(target) is cst.Subscript and storage_key(target) == key
+                    and key in mentioned_keys(stmt.value) and not analysis.is_attached(stmt.value, stmt_ctx)):
+                return True
+        return False
 
     def _fix(self, value) -> str:
         if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, mentioned_keys
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, call_name, dotted_name, iter_expression_nodes, mentioned_keys
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -98,6 +98,19 @@ for x, y in loader:
         optimizer.step()
 """,
         """\
+for i, (real, _) in enumerate(loader):
+    optimizer_D.zero_grad()
+    fake = generator(torch.randn(real.size(0), latent_dim))
+    d_loss = -discriminator(real).mean() + discriminator(fake).mean()
+    d_loss.backward()
+    optimizer_D.step()
+    optimizer_G.zero_grad()
+    if i % n_critic == 0:
+        g_loss = -discriminator(generator(torch.randn(real.size(0), latent_dim))).mean()
+        g_loss.backward()
+        optimizer_G.step()
+""",
+        """\
 for x, y in loader:
     optimizer.zero_grad()
     loss = criterion(model(x), y)
@@ -163,8 +176,26 @@ for real, noise in loader:
             for call in analysis.calls_in(stmt):
                 optimizer = analysis.stepped_optimizer(call, stmt_ctx)
                 if optimizer is not None and self._clears(receiver, optimizer, stmt_ctx):
+                    if self._backpropagates_inside(guard, loop):
+                        return None  # a GAN's generator step every n_critic: its own backward is there
                     return call, guard
         return None
+
+    def _backpropagates_inside(self, guard, loop) -> bool:
+        """Does the ``if`` block of the step call ``backward()`` itself (directly or through a
+        helper)? Then the gradients it steps with are made there, not accumulated outside."""
+        analysis = self.analysis
+        inside = {id(node) for node in iter_expression_nodes(guard.body)}
+        for stmt, stmt_ctx in analysis.statements_in_loop(loop):
+            if id(stmt) not in inside:
+                continue
+            for call in analysis.calls_in(stmt):
+                if call_name(call) in BACKWARD_FUNCTIONS or analysis.steps_on_a_loss(call, stmt_ctx):
+                    return True
+                callee = analysis.called_function(call, stmt_ctx)
+                if callee is not None and analysis.backpropagates(callee):
+                    return True
+        return False
 
     def _before(self, sequence: list, index: int) -> list:
         """What runs before ``sequence[index]`` on every path to it, nearest last: the earlier
