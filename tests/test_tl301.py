@@ -96,7 +96,8 @@ shared_weight.add_(1)  # expect: TL301
 layer = nn.Linear(3, 3)
 layer.weight.zero_()  # expect: TL301
 model = Net()
-model.fc.weight.zero_()
+model.fc.weight.zero_()  # expect: TL301
+model.fc.bias.data.zero_()
 """,
     "parameter loops": """\
 for i, p in enumerate(model.parameters()):

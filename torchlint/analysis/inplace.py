@@ -47,7 +47,8 @@ class InPlaceQueries:
 
         Leaves: ``nn.Parameter(...)`` (any spelling; ``self.w`` when the class assigns one to it),
         ``torch.*(..., requires_grad=True)``, ``x.requires_grad_()`` as a call or an earlier
-        statement, ``layer.weight`` / ``layer.bias`` of a ``torch.nn`` layer, the loop variable over
+        statement, ``layer.weight`` / ``layer.bias`` of a ``torch.nn`` layer or of a model's
+        submodule (``model.emb.weight``), the loop variable over
         ``m.parameters()`` / ``m.named_parameters()`` / an optimizer's ``group["params"]``. Not
         ``w.data``, ``w.grad``, ``w.detach()``, anything computed from a leaf, nor anything the
         module switches ``requires_grad`` off for (``ema.requires_grad_(False)``, any flag not
@@ -63,7 +64,8 @@ class InPlaceQueries:
         if any(self._binding_grad_leaf(binding) for binding in self._visible_bindings(key, ctx)):
             return True
         if type(expr) is cst.Attribute and expr.attr.value in ("weight", "bias"):
-            return self._is_parameterised_layer(expr.value, ctx)  # model.fc.weight
+            # model.fc.weight: a torch layer, or a submodule of a model (`model.emb`)
+            return self._is_parameterised_layer(expr.value, ctx) or self._is_submodule(expr.value, ctx)
         return self._grad_switched_on(key, ctx)
 
     def _visible_bindings(self, key: str, ctx: Context) -> list[Binding]:
@@ -162,6 +164,16 @@ class InPlaceQueries:
                 if qualified.startswith("torch.nn.") and last_part(qualified) in PARAMETERISED_LAYERS:
                     return True
         return False
+
+    def _is_submodule(self, expr, ctx: Context) -> bool:
+        """``model.emb`` in ``model.emb.weight``: an attribute of a model is a layer, whose
+        ``weight`` and ``bias`` are parameters (``self.x`` inside a module: only with evidence)."""
+        if type(expr) is not cst.Attribute:
+            return False
+        owner = expr.value
+        if type(owner) is cst.Name and owner.value == "self":
+            return False  # self.conv.weight: the class's own layers, known from __init__ or not at all
+        return self.is_module(owner, ctx)
 
     def _grad_switched_off(self, key: str) -> bool:
         """Does the module set ``requires_grad`` to anything but a literal True on ``key`` or on

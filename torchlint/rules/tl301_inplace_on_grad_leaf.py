@@ -11,7 +11,8 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     recording: in-place methods (`w.add_(...)`, `p.clamp_(...)`, `w.zero_()`, `w.copy_(...)`,
     `w.normal_()`), augmented assignments (`w -= lr * w.grad`) and item or slice assignments
     (`w[0] = 0`). Leaves that require grad are `nn.Parameter(...)` (also `self.weight` when the
-    class assigns one to it, and `layer.weight` / `layer.bias` of a `torch.nn` layer), tensors
+    class assigns one to it, `layer.weight` / `layer.bias` of a `torch.nn` layer, and the
+    `weight` / `bias` of a model's submodule, `model.emb.weight`), tensors
     created with `requires_grad=True` or made so with `.requires_grad_()`, and the loop
     variable of `for p in model.parameters()` / `named_parameters()` / an optimizer's
     `group["params"]`.
