@@ -34,9 +34,11 @@ class EmptyCacheInLoop(Rule):
     point. The price: a bare benchmark loop (`for i in range(n): y = x @ x` followed by the
     call) is missed. A loop whose iteration ends in an unconditional `break` / `return` /
     `raise` (a one-shot loop, or a retry loop whose `try:` body breaks out on success) does
-    not repeat. Calls are not followed: a helper that flushes the cache and is called in a
-    loop is not reported, nor are wrapper objects (`accelerator.empty_cache()`,
-    `get_device_module().empty_cache()`).
+    not repeat. A helper of this file that flushes the cache is reported inside its body when
+    a step loop calls it on every iteration (its body is per-step code), and the device module
+    may be reached through `getattr(torch, device).empty_cache()` or an alias
+    (`dev = torch.cuda`). Helpers in other files and wrapper objects
+    (`accelerator.empty_cache()`, `get_device_module().empty_cache()`) are not followed.
     """
 
     CODE = "TL401"

@@ -31,8 +31,9 @@ class GcCollectInLoop(Rule):
     once per whole inner loop and is not reported, nor is one in a loop over models to build
     and drop, where freeing the previous model is the point. `gc.collect(0)` and
     `gc.collect(1)` (young generations only, cheap) are not reported. A loop whose iteration
-    ends in an unconditional `break` / `return` / `raise` does not repeat. Calls are not
-    followed: a helper that collects and is called in a loop is not reported.
+    ends in an unconditional `break` / `return` / `raise` does not repeat. A helper of this
+    file that collects is reported inside its body when a step loop calls it on every
+    iteration; helpers in other files are not followed.
     """
 
     CODE = "TL402"

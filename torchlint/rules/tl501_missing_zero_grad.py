@@ -28,10 +28,13 @@ class MissingZeroGrad(Rule):
     (at the start, at the end of the iteration, under `if (i + 1) % k == 0:`, in a nested
     loop over the parameters or optimizers) counts, except one that only runs under an
     unrelated `if` while the step runs on every iteration (`if self.scheduler:
-    optimizer.zero_grad()`): that is reported, unless the other arm of the `if` clears too. Only a `zero_grad()` of another optimizer
-    that is known to be a different object (`opt_d.zero_grad()` when stepping `opt_g`, both
-    built in the function) does not. Out of scope: `backward()` or `step()` inside a helper called
-    from the loop, and clearing inside a helper whose name does not say so. Optimizers are
+    optimizer.zero_grad()`): that is reported, unless the other arm of the `if` clears too.
+    Only a `zero_grad()` of another optimizer that is known to be a different object
+    (`opt_d.zero_grad()` when stepping `opt_g`, both built in the function) does not.
+    Helpers of this file are followed: a `backward()` or a clearing inside a function the loop
+    calls counts, and a per-step function (`train_step(batch)`, called by the loop in `fit`)
+    is checked with its caller's loop, whose clearings around the call count too; helpers in
+    other files are not followed. Optimizers are
     recognised by name (`optimizer`, `opt_g`, `self.actor.optimizer`) or construction
     (`torch.optim.*`, `*Optimizer(...)`), so `scheduler.step()`, `env.step(action)` and
     `ema.step()` are never steps; neither is `optimizer.step(closure)` (the closure clears
