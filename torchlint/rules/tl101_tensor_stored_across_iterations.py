@@ -29,12 +29,17 @@ class TensorStoredAcrossIterations(Rule):
     but synchronises the device every step.
 
     ## Known problems
-    Not reported when the container is returned or yielded by the function (a `forward()`
-    that collects feature maps and returns them needs their graph), when it is rebuilt or
-    cleared inside the loop, when it feeds a `backward()` in the same function, under
-    `torch.no_grad()` / `torch.inference_mode()`, or in Lightning `validation_step` /
-    `test_step` / `predict_step`. Values from calls torchlint cannot see into count as
-    detached, unless the function backpropagates them.
+    Not reported when the container is returned or yielded by the function and no enclosing
+    loop backpropagates on every iteration (a `forward()` that collects feature maps and
+    returns them needs their graph), when it is rebuilt or cleared inside the loop, when it
+    feeds a `backward()` in the same function (or, for `self.x`, in another method), when the
+    graph-carrying entry was replaced by a detached copy first (`out["loss"] =
+    out["loss"].detach()`), under `torch.no_grad()` / `torch.inference_mode()`, or in
+    Lightning `validation_step` / `test_step` / `predict_step`. Per-step functions count as
+    loop bodies (a `training_step` appending to `self.outputs`), and calls of functions and
+    methods of this file are followed (a helper that returns the loss, a dict or a tuple
+    holding it); values from calls into other files count as detached, unless the function
+    backpropagates them.
     """
 
     CODE = "TL101"
