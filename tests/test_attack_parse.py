@@ -147,6 +147,10 @@ def test_an_exception_whose_str_fails_is_still_one_tl000(monkeypatch):
     ("nonlocal q\n", "nonlocal declaration not allowed at module level"),
     ("def f(a, a):\n    pass\n", "duplicate argument 'a' in function definition"),
     ("for y in z:\n    pass\nbreak\n", "'break' outside loop"),
+    ("while z:\n    pass\nelse:\n    continue\n", "'continue' not properly in loop"),
+    ("def g():\n    await h()\n", "'await' outside async function"),
+    ("def g():\n    x = 1\n    global x\n", "name 'x' is assigned to before global declaration"),
+    ("def g():\n    nonlocal q\n", "no binding for nonlocal 'q' found"),
 ])
 @pytest.mark.parametrize("prefilter", [True, False])
 def test_compile_time_errors_are_tl000(tmp_path, body, message, prefilter):
@@ -156,6 +160,14 @@ def test_compile_time_errors_are_tl000(tmp_path, body, message, prefilter):
     assert [(code, text) for _, code, text in found] == [("TL000", f"syntax error: {message}")]
     assert not marker.exists()  # compiled, never run
     assert [code for _, code in codes(body)] == ["TL000"]  # no torch token: only syntax-checked
+
+
+def test_a_late_future_import_is_tl000_and_an_early_one_is_not():
+    late = lint(FINDING + "from __future__ import annotations\n", prefilter=False)
+    assert [(code, text) for _, code, text in late] == [
+        ("TL000", "syntax error: from __future__ imports must occur at the beginning of the file")]
+    early = lint('"""Docstring."""\nfrom __future__ import annotations\n' + FINDING, prefilter=False)
+    assert [code for _, code, _ in early] == ["TL101"]
 
 
 # 4. `# noqa` after characters str.splitlines() splits on but Python does not.

@@ -355,6 +355,12 @@ def compile_check(text: str, path: str) -> bool:
     raise SourceError(f"syntax error: {failure.msg}", failure.lineno or 1, failure.offset or 1)
 
 
+# Words of the compile-time refusals _compile_time_error does not read off the analysis
+# (`await` outside an async function, `global` after use, `nonlocal` without a binding ...):
+# files containing them, few in PyTorch code, get the full compile.
+_RARE_COMPILE_ERRORS = re.compile(r"\b(?:await|async|nonlocal|global|__debug__)\b")
+
+
 def _compile_time_error(analysis) -> str | None:
     """What the interpreter's compiler refuses beyond the grammar, read off the analysis of a
     parsed file (a full compile of every file would cost a sixth of the parse): ``return`` /
@@ -496,6 +502,11 @@ def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dic
     except Exception as error:  # an analysis bug must not take down the run
         return [invalid_file(path, f"internal error while analysing: {_describe(error)}")]
     refused = _compile_time_error(analysis)
+    if refused is None and _RARE_COMPILE_ERRORS.search(text):
+        try:  # the rarer refusals (async code, global / nonlocal misuse): the full compile decides
+            compile_check(text, path)
+        except SourceError as error:
+            return [invalid_file(path, error.reason, error.line, error.column)]
     if refused is not None:
         # CPython's own message and position (the full compile runs only for such files)
         try:
