@@ -113,6 +113,17 @@ class Measured:
         """A named figure of the run with the most steps."""
         return self.runs[-1].get("figures", {}).get(name) if self.runs else None
 
+    def figure_values(self, name: str) -> list:
+        """Every value of a named figure over all runs: a figure recorded every step is a list,
+        one recorded once per run a single value. Empty when any run lacks it."""
+        values = []
+        for run in self.runs:
+            value = run.get("figures", {}).get(name)
+            if value is None:
+                return []
+            values.extend(value if isinstance(value, list) else [value])
+        return values
+
     def expect_clean(self) -> None:
         """Raise FixtureFailed unless every run completed without an exception."""
         self.expect_ran()

@@ -8,13 +8,10 @@ MIN_CHANGE = 1e-3  # good's parameter change after one step (measured 0.027 afte
 def _parameters_never_change(bad: Measured, good: Measured) -> Outcome:
     bad.expect_clean()
     good.expect_clean()
-    bad_deltas = [run["figures"].get("param_delta") for run in bad.runs]
-    good_deltas = [run["figures"].get("param_delta") for run in good.runs]
-    if any(delta is None for delta in bad_deltas + good_deltas):
-        return Outcome(False, "no figures", "no figures", "fixtures must record param_delta")
     # Per-step lists (recorded every step) or one figure per run: compare every value.
-    flat = lambda deltas: [v for d in deltas for v in (d if isinstance(d, list) else [d])]  # noqa: E731
-    bad_values, good_values = flat(bad_deltas), flat(good_deltas)
+    bad_values, good_values = bad.figure_values("param_delta"), good.figure_values("param_delta")
+    if not bad_values or not good_values:
+        return Outcome(False, "no figures", "no figures", "fixtures must record param_delta")
     holds = max(bad_values) == 0 and min(good_values) >= MIN_CHANGE
     return Outcome(
         holds, f"parameter change {max(bad_values):g} after {bad.steps[-1]} steps",
@@ -34,7 +31,7 @@ def _only_the_last_micro_batch(bad: Measured, good: Measured) -> Outcome:
     figures = {}
     for side, measured in (("bad", bad), ("good", good)):
         for name in ("applied_vs_sum", "applied_vs_last"):
-            values = [v for run in measured.runs for v in _as_list(run["figures"].get(name))]
+            values = measured.figure_values(name)
             if not values:
                 return Outcome(False, "no figures", "no figures", f"fixtures must record {name}")
             figures[side, name] = values
@@ -50,12 +47,6 @@ def _only_the_last_micro_batch(bad: Measured, good: Measured) -> Outcome:
         f"bad: every step applies only the last of its micro-batches; good: the sum of all of them "
         f"(equal within {EXACT:g}, different by >= {DIFFERENT:g})",
     )
-
-
-def _as_list(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
 
 
 CLAIMS = [
