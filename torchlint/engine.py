@@ -385,7 +385,7 @@ def _compile_time_error(analysis) -> str | None:
         duplicate = next((name for index, name in enumerate(names) if name in names[:index]), None)
         if duplicate is not None:
             return f"duplicate argument '{duplicate}' in function definition"
-    from torchlint.analysis.syntax import iter_expression_nodes
+    from torchlint.analysis.syntax import dotted_name, iter_expression_nodes
 
     source = analysis.source or ""
     if "yield" in source or "await" in source:
@@ -400,7 +400,7 @@ def _compile_time_error(analysis) -> str | None:
         seen_other = False
         for index, line in enumerate(analysis.module.body):
             small = line.body if type(line) is cst.SimpleStatementLine else []
-            if small and type(small[0]) is cst.ImportFrom and _module_name(small[0]) == "__future__":
+            if small and type(small[0]) is cst.ImportFrom and dotted_name(small[0].module) == "__future__":
                 if seen_other:
                     return "from __future__ imports must occur at the beginning of the file"
                 continue
@@ -409,17 +409,6 @@ def _compile_time_error(analysis) -> str | None:
             if not docstring:
                 seen_other = True
     return None
-
-
-def _module_name(node) -> str:
-    module = node.module
-    parts = []
-    while type(module) is cst.Attribute:
-        parts.append(module.attr.value)
-        module = module.value
-    if type(module) is cst.Name:
-        parts.append(module.value)
-    return ".".join(reversed(parts))
 
 
 def _is_limit(error: SyntaxError) -> bool:
