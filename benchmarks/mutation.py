@@ -439,16 +439,26 @@ def sites_tl101(src: Source):
         arg = node.args[0]
         if any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(arg)) or "requires_grad" in identifiers(arg):
             continue  # a comparison is no graph; `.detach().requires_grad_()` is a deliberate cut
-        detaching = detaching_nodes(arg)
-        if len(detaching) != 1:
+        dropped = drop_detaching(src, arg)
+        if dropped is None:
             continue
-        removed = removal(src, detaching[0])
-        if removed is None or not looks_like_loss(removed[1]):
-            continue
-        edits, inner = removed
-        what = "float()" if isinstance(detaching[0].func, ast.Name) else f".{detaching[0].func.attr}()"
+        edits, what = dropped
         yield site(src, "TL101", "append-drop-" + what.strip(".()"), stmt.lineno,
                    f"removed {what} from `{short(src.segment(stmt))}`", edits, [stmt.lineno])
+
+
+def drop_detaching(src, expr):
+    """(edits, "what") that remove the one detaching call in ``expr`` (``.item()``,
+    ``.detach()``, ``float()``) when what it detaches is named like a loss or an output; None
+    when there is not exactly one, or it is something else."""
+    detaching = detaching_nodes(expr)
+    if len(detaching) != 1:
+        return None
+    removed = removal(src, detaching[0])
+    if removed is None or not looks_like_loss(removed[1]):
+        return None
+    func = detaching[0].func
+    return removed[0], "float()" if isinstance(func, ast.Name) else f".{func.attr}()"
 
 
 def _rebound_in(loop, name: str) -> bool:
@@ -480,14 +490,12 @@ def sites_tl102(src: Source):
             continue
         if isinstance(target, ast.Name) and _assigned_fresh_in(loops[0], target.id, node):
             continue
-        detaching = detaching_nodes(value)
-        if len(detaching) != 1 or any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(value)):
+        if any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(value)):
             continue
-        removed = removal(src, detaching[0])
-        if removed is None or not looks_like_loss(removed[1]):
+        dropped = drop_detaching(src, value)
+        if dropped is None:
             continue
-        edits, inner = removed
-        what = "float()" if isinstance(detaching[0].func, ast.Name) else f".{detaching[0].func.attr}()"
+        edits, what = dropped
         yield site(src, "TL102", "accumulate-drop-" + what.strip(".()"), node.lineno,
                    f"removed {what} from `{short(src.segment(node))}`", edits, [node.lineno])
 
