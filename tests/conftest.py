@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+import torchlint.runner
+
 SLOW_HINT = "run them with `python -m pytest --slow` (what .ci/run and CI run)"
 
 
@@ -54,3 +56,17 @@ def cpu_run(tmp_path_factory):
     output = tmp_path_factory.mktemp("verify") / "evidence.json"
     code = main(["--device", "cpu", "--format", "json", "--output-file", str(output)])
     return code, json.loads(output.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def lint_calls(monkeypatch):
+    """Paths torchlint actually linted (cache misses), in-process serial runs only."""
+    calls: list[str] = []
+    real = torchlint.runner.lint_source
+
+    def counting(data, path, *args, **kwargs):
+        calls.append(path)
+        return real(data, path, *args, **kwargs)
+
+    monkeypatch.setattr(torchlint.runner, "lint_source", counting)
+    return calls

@@ -35,20 +35,6 @@ def user_cache(tmp_path_factory, monkeypatch):
     return home / "torchlint"
 
 
-@pytest.fixture
-def lint_calls(monkeypatch):
-    """Paths actually linted (cache misses), in-process serial runs only."""
-    calls: list[str] = []
-    real = torchlint.runner.lint_source
-
-    def counting(data, path, *args, **kwargs):
-        calls.append(path)
-        return real(data, path, *args, **kwargs)
-
-    monkeypatch.setattr(torchlint.runner, "lint_source", counting)
-    return calls
-
-
 def project(tmp_path, body: str | None = None) -> None:
     text = "[project]\nname = 'x'\n"
     if body is not None:

@@ -435,20 +435,6 @@ def test_stdin_filename(cli, tmp_path):
 
 # --- cache ---------------------------------------------------------------------------------------
 
-@pytest.fixture
-def lint_calls(monkeypatch):
-    """Paths torchlint actually linted (cache misses), in-process serial runs only."""
-    calls: list[str] = []
-    real = torchlint.runner.lint_source
-
-    def counting(data, path, *args, **kwargs):
-        calls.append(path)
-        return real(data, path, *args, **kwargs)
-
-    monkeypatch.setattr(torchlint.runner, "lint_source", counting)
-    return calls
-
-
 def test_cache_hit_miss_and_invalidation(cli, tmp_path, lint_calls):
     write(tmp_path, "pyproject.toml", "[project]\nname = 'x'\n")  # the project root holds the cache
     write(tmp_path, "a.py", PRINTS)
