@@ -423,6 +423,7 @@ def count_flops(model, x):
         that does not train: (statement, call) or None. ``strict``: only module calls inside
         the function's own loops count."""
         trains: dict[tuple, bool] = {}
+        per_step = None
         for stmt, ctx in scope.statements:
             if ctx.grad is not GradMode.ENABLED or type(stmt) is cst.FunctionDef:
                 continue
@@ -431,8 +432,11 @@ def count_flops(model, x):
                 continue
             # a loop, or a function that runs once per step (a loop of this module or a
             # framework calls it for every batch)
-            repeated = _repeats(ctx, self.analysis) or (not strict and (
-                self._runs_per_step(scope) or self._switched_and_called_in_loop(scope, inside)))
+            repeated = _repeats(ctx, self.analysis)
+            if not repeated and not strict:
+                if per_step is None:  # the same for every statement of the function
+                    per_step = self._runs_per_step(scope)
+                repeated = per_step or self._switched_and_called_in_loop(scope, inside)
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             is_forward = self._is_module_call if strict else self._is_forward
             call = next((call for call in calls if is_forward(call, ctx)), None)
