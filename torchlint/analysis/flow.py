@@ -52,18 +52,6 @@ class ControlFlowQueries:
             if ctx.order > loop.start:
                 yield stmt, ctx
 
-    def loop_calls(self, loop: Loop, method: str) -> bool:
-        """Does any statement in the loop call something named ``method`` (``x.method()`` or
-        ``method(...)``/``obj.method(...)``)? Memoised per loop."""
-        key = ("calls", method)
-        if key not in loop._memo:
-            loop._memo[key] = any(
-                call_name(call) == method
-                for stmt, _ in self.statements_in_loop(loop)
-                for call in self.calls_in(stmt)
-            )
-        return loop._memo[key]
-
     def resets_in_loop(self, key: str, loop: Loop) -> list[Binding]:
         """Bindings inside the loop's body that give ``key`` a fresh value (``xs = []``), as
         opposed to extending the old one (``xs += [v]``, ``total = total + loss``)."""
@@ -103,22 +91,26 @@ class ControlFlowQueries:
         """Does the loop call ``backward()``, in its body or in a module-defined function the
         body calls (``loss = self.train_step(batch)``)?"""
         if "backprop" not in loop._memo:
-            loop._memo["backprop"] = any(self.loop_calls(loop, name) for name in BACKWARD_FUNCTIONS) or any(
-                (callee is not None and self.backpropagates(callee)) or self.steps_on_a_loss(call, ctx)
-                for stmt, ctx in self.statements_in_loop(loop)
-                for call, callee in zip(self.calls_in(stmt), self._callees(stmt, ctx))
+            loop._memo["backprop"] = any(
+                self.statement_backpropagates(stmt, ctx) for stmt, ctx in self.statements_in_loop(loop)
             )
         return loop._memo["backprop"]
 
     def loop_always_backpropagates(self, loop: Loop) -> bool:
         """Does every iteration of the loop call ``backward()`` (not under an ``if``)?"""
         return any(
-            ctx.loop is loop and ctx.guard is None and any(
-                call_name(call) in BACKWARD_FUNCTIONS or self.steps_on_a_loss(call, ctx)
-                or (callee is not None and self.backpropagates(callee))
-                for call, callee in zip(self.calls_in(stmt), self._callees(stmt, ctx))
-            )
+            ctx.loop is loop and ctx.guard is None and self.statement_backpropagates(stmt, ctx)
             for stmt, ctx in self.statements_in_loop(loop)
+        )
+
+    def statement_backpropagates(self, stmt, ctx: Context) -> bool:
+        """Does the statement call ``backward()``: directly (``loss.backward()``,
+        ``accelerator.backward(loss)``), through an optimizer wrapper handed the loss
+        (``optim.step(loss)``), or in a module-defined function it calls?"""
+        return any(
+            call_name(call) in BACKWARD_FUNCTIONS or self.steps_on_a_loss(call, ctx)
+            or (callee is not None and self.backpropagates(callee))
+            for call, callee in zip(self.calls_in(stmt), self._callees(stmt, ctx))
         )
 
     def _callees(self, stmt, ctx: Context) -> list:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, call_name, dotted_name, iter_expression_nodes, mentioned_keys
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -186,16 +186,10 @@ for real, noise in loader:
         helper)? Then the gradients it steps with are made there, not accumulated outside."""
         analysis = self.analysis
         inside = {id(node) for node in iter_expression_nodes(guard.body)}
-        for stmt, stmt_ctx in analysis.statements_in_loop(loop):
-            if id(stmt) not in inside:
-                continue
-            for call in analysis.calls_in(stmt):
-                if call_name(call) in BACKWARD_FUNCTIONS or analysis.steps_on_a_loss(call, stmt_ctx):
-                    return True
-                callee = analysis.called_function(call, stmt_ctx)
-                if callee is not None and analysis.backpropagates(callee):
-                    return True
-        return False
+        return any(
+            id(stmt) in inside and analysis.statement_backpropagates(stmt, stmt_ctx)
+            for stmt, stmt_ctx in analysis.statements_in_loop(loop)
+        )
 
     def _before(self, sequence: list, index: int) -> list:
         """What runs before ``sequence[index]`` on every path to it, nearest last: the earlier
