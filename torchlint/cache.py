@@ -6,7 +6,9 @@ cache directory (``$XDG_CACHE_HOME/torchlint``, by default ``~/.cache/torchlint`
 named after the working directory, so torchlint never litters a home directory.
 
 What: one index file per (torchlint version, source fingerprint, effective configuration) maps
-each file's absolute path to its mtime, size, inode, ctime, sha256 and violations. The content
+each file's absolute path to its mtime, size, inode, ctime, sha256 and violations, and to the other
+modules of the project its result read (``analysis.project``: an imported helper, a base class),
+each with its sha256, mtime and size: editing a helper re-lints the files that use it. The content
 hash is the key of truth: mtime, size, inode and ctime only let an unchanged file skip being read.
 When any of them differs (``cp -p``, ``touch -r`` and tar restore the mtime, not the ctime or the
 inode) the file is hashed, which is far cheaper than linting it. Files changed within the last
@@ -43,7 +45,7 @@ KEEP_USER_INDEXES = 64  # (working directory, configuration) pairs remembered in
 RACY_SECONDS = 2.0
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 STALE_TEMPORARY_SECONDS = 3600.0
-FORMAT = "torchlint-cache-2"
+FORMAT = "torchlint-cache-3"
 MARKER = ('{"format":"%s"' % FORMAT).encode()  # how every index file written by this version starts
 _FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help")
 _PROJECT_INDEX = re.compile(r"[0-9a-f]{24}\.json")
@@ -181,11 +183,14 @@ class Cache:
             return None
         if (entry[0], entry[1], entry[2], entry[3]) != (stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns):
             return None
+        if not _dependencies_unchanged(entry):
+            return None
         return self._violations(path, entry)
 
     def known_hash(self, path: str) -> str | None:
+        """The cached content hash, when the modules the cached result read are unchanged."""
         entry = self._entry(path)
-        return entry[4] if entry else None
+        return entry[4] if entry and _dependencies_unchanged(entry) else None
 
     def violations(self, path: str) -> list[Violation] | None:
         entry = self._entry(path)
@@ -195,15 +200,22 @@ class Cache:
     def _violations(path: str, entry: list) -> list[Violation]:
         return [Violation(path, *row) for row in entry[5]]
 
-    def store(self, path: str, stat: os.stat_result, digest: str, violations: list[Violation]) -> None:
+    def store(self, path: str, stat: os.stat_result, digest: str, violations: list[Violation],
+              dependencies: list | None = None) -> None:
+        """Remember a file's result; ``dependencies`` None keeps those of the cached entry (the
+        content was unchanged and not linted again)."""
         try:
             index = self._index(path)
             if index is None:
                 return
+            if dependencies is None:
+                previous = self._entry(path)
+                dependencies = previous[6] if previous else []
             newest = max(stat.st_mtime_ns, stat.st_ctime_ns) / 1e9
             racy = time.time() - newest < RACY_SECONDS
             rows = [[getattr(violation, name) for name in _FIELDS] for violation in violations]
-            entry = [None if racy else stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns, digest, rows]
+            entry = [None if racy else stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns, digest, rows,
+                     [list(row) for row in dependencies]]
             index.put(os.path.abspath(path), entry)
         except Exception:
             return
@@ -230,14 +242,39 @@ def _valid_row(row: object) -> bool:
     )
 
 
+def _valid_dependency(row: object) -> bool:
+    return (
+        type(row) is list and len(row) == 4 and type(row[0]) is str
+        and type(row[1]) is str and _DIGEST.fullmatch(row[1]) is not None
+        and _is_count(row[2]) and _is_count(row[3])
+    )
+
+
 def _valid_entry(entry: object) -> bool:
     return (
-        type(entry) is list and len(entry) == 6
+        type(entry) is list and len(entry) == 7
         and (entry[0] is None or _is_count(entry[0]))
         and all(_is_count(entry[position]) for position in (1, 2, 3))
         and type(entry[4]) is str and _DIGEST.fullmatch(entry[4]) is not None
         and type(entry[5]) is list and all(_valid_row(row) for row in entry[5])
+        and type(entry[6]) is list and all(_valid_dependency(row) for row in entry[6])
     )
+
+
+def _dependencies_unchanged(entry: list) -> bool:
+    """Are the other project modules the cached result read (``[path, sha256, mtime_ns,
+    size]`` each) as they were? A changed mtime or size costs a hash, as for the file itself."""
+    for path, digest, mtime, size in entry[6]:
+        try:
+            stat = os.stat(path)
+            if (stat.st_mtime_ns, stat.st_size) == (mtime, size):
+                continue
+            with open(path, "rb") as handle:
+                if content_hash(handle.read()) != digest:
+                    return False
+        except OSError:
+            return False
+    return True
 
 
 class _Index:

@@ -607,7 +607,9 @@ def _position(reports: list[Report], module, path: str) -> list[Violation]:
     seen: set[tuple[int, int, str]] = set()
     violations = []
     for report in reports:
-        span = positions[report.node]
+        span = positions.get(report.node)
+        if span is None:  # a node of another module of the project: never reported here
+            continue
         key = (span.start.line, span.start.column, report.rule.CODE)
         if key in seen:
             continue

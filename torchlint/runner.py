@@ -42,6 +42,8 @@ class Outcome:
     path: str
     digest: str | None  # None: do not cache (unreadable file, crash)
     violations: list[Violation] | None  # None: content matches the cached digest
+    # the other project modules the result read (see analysis.project), for the cache
+    dependencies: list | None = None
 
 
 @dataclass
@@ -76,8 +78,12 @@ def check_file(path: str, expected_digest: str | None, job: Job) -> Outcome:
     digest = content_hash(data)
     if digest == expected_digest:
         return Outcome(path, digest, None)
+    from torchlint.analysis.project import project
+
     try:
-        return Outcome(path, digest, lint_source(data, path, job.rules, job.options, job.prefilter))
+        project().begin()
+        violations = lint_source(data, path, job.rules, job.options, job.prefilter)
+        return Outcome(path, digest, violations, project().dependencies())
     except Exception as error:  # never a traceback: the file gets a TL000 instead
         return Outcome(path, None, [_internal_error(path, error)])
 
@@ -126,7 +132,7 @@ def lint_files(
             if violations is None:
                 violations = check_file(outcome.path, None, job).violations or []
         if cache is not None and outcome.digest is not None and outcome.path in stats:
-            cache.store(outcome.path, stats[outcome.path], outcome.digest, violations)
+            cache.store(outcome.path, stats[outcome.path], outcome.digest, violations, outcome.dependencies)
         keep(outcome.path, violations)
     if cache is not None:
         cache.save()

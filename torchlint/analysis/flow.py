@@ -165,15 +165,21 @@ class ControlFlowQueries:
             if any(self._makes_step(call, ctx) for call in self.calls_in(stmt)):
                 own_work = True
                 break
-        node = loop.node
-        if type(node) is cst.For:
-            header = (_names_match(STEP_TARGET_RE, node.target) or _names_match(STEP_SOURCE_RE, node.iter)
-                      or _is_batch_stride(node.iter))
-        else:
-            header = _names_match(STEP_TARGET_RE, node.test)
+        header = self.header_names_steps(loop)
         result = own_work or (header and not any(self.is_step_loop(inner) for inner in nested))
         loop._memo["step"] = result
         return result
+
+    def header_names_steps(self, loop: Loop) -> bool:
+        """Does the loop's header say it goes over steps: ``for batch in loader``, ``for step in
+        range(n_steps)``, ``while step < max_steps``?"""
+        node = loop.node
+        if type(node) is cst.For:
+            return bool(_names_match(STEP_TARGET_RE, node.target) or _names_match(STEP_SOURCE_RE, node.iter)
+                        or _is_batch_stride(node.iter))
+        if type(node) is cst.While:
+            return bool(_names_match(STEP_TARGET_RE, node.test))
+        return False
 
     def _makes_step(self, call, ctx: Context) -> bool:
         func = call.func

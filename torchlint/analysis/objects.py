@@ -125,12 +125,17 @@ class ModuleQueries:
         tail = last_part(name)
         if "." not in name and name in self.local_classes:
             return self._local_class_is_module(name, set())
-        return bool(tail[:1].isupper() and MODULE_CLASS_RE.search(tail))
+        if tail[:1].isupper() and MODULE_CLASS_RE.search(tail):
+            return True
+        imported = self.class_named(expr) if tail[:1].isupper() else None  # from models import Generator
+        return imported is not None and imported.owner._local_class_is_module(imported.name, set())
 
-    def _local_class_is_module(self, name: str, seen: set[str]) -> bool:
-        if name in seen:
+    def _local_class_is_module(self, name: str, seen: set) -> bool:
+        """Is the class ``name`` of this module an ``nn.Module`` subclass, through its bases in
+        this module or in other modules of the project?"""
+        if (self.path, name) in seen or name not in self.local_classes:
             return False
-        seen.add(name)
+        seen.add((self.path, name))
         node = self.local_classes[name]
         for base in node.bases:
             base_name = dotted_name(base.value)
@@ -142,6 +147,9 @@ class ModuleQueries:
                 continue
             qualified = self.qualified_name(base.value) or base_name
             if qualified.startswith("torch.nn.") or MODULE_CLASS_RE.search(last_part(base_name)):
+                return True
+            imported = self.class_named(base.value)
+            if imported is not None and imported.owner._local_class_is_module(imported.name, seen):
                 return True
         return False
 

@@ -10,7 +10,7 @@ from torchlint.analysis.vocabulary import GradMode
 class Scope:
     """A module, class or function body."""
 
-    __slots__ = ("node", "kind", "parent", "class_scope", "grad", "bindings", "stores", "statements", "name", "_memo")
+    __slots__ = ("node", "kind", "parent", "class_scope", "grad", "bindings", "stores", "statements", "name", "_memo", "owner")
 
     def __init__(self, node, kind: str, parent: Scope | None, class_scope: Scope | None, grad: GradMode) -> None:
         self.node = node
@@ -24,6 +24,7 @@ class Scope:
         self.statements: list[tuple[object, Context]] = []
         self.name = node.name.value if kind != "module" else "<module>"
         self._memo: dict = {}
+        self.owner = None  # the Analysis of the module that defines it
 
 
 class Loop:

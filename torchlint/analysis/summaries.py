@@ -15,40 +15,105 @@ inside of a loop: a list in ``self`` that ``training_step`` appends to outlives 
 
 from __future__ import annotations
 
+import functools
+
+from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
 from torchlint.analysis.syntax import call_name, dotted_name, is_test_file
 from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, is_clearing_call_name
 from torchlint.lazy import cst
 
 MAX_CALL_DEPTH = 4
+# reaches_call's questions: the predicate (a method of the analysis) each one asks of a call
+REACHED_CALLS = {"backward": "_is_backward_call", "step": "_is_step_call", "clear": "_is_clearing_call"}
+
+
+def in_owner(method):
+    """Answer a question about a scope in the analysis of the module that defines it: a
+    function imported from another module of the project is summarised there, with that
+    module's imports and bindings."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def answer(self, scope, *args, **kwargs):
+        owner = scope.owner
+        if owner is not None and owner is not self:
+            return getattr(owner, name)(scope, *args, **kwargs)
+        return method(self, scope, *args, **kwargs)
+
+    return answer
 
 
 class SummaryQueries:
     # ------------------------------------------------------------------ resolving calls
 
-    def called_function(self, call, ctx: Context) -> Scope | None:
-        """The scope of the module-defined function or method a call runs: ``helper(x)``
+    def called_function(self, call, ctx: Context, foreign: bool = True) -> Scope | None:
+        """The scope of the project-defined function or method a call runs: ``helper(x)``
         (a module function or a closure in force at the call), ``self.method(x)`` /
-        ``cls.method(x)`` (through the class and its bases defined in this module)."""
+        ``cls.method(x)`` (through the class and its bases), ``meter.update(x)`` on an instance
+        of a project class; with ``foreign``, also functions and classes imported from other
+        modules of the project (``compute_loss(...)`` after ``from .losses import
+        compute_loss``, ``utils.step(...)`` after ``import utils``)."""
         func = call.func
         if type(func) is cst.Name:
             binding = self.lookup(func.value, ctx)
             if binding is not None and binding.kind == "def":
                 return self.scopes.get(id(binding.value))
+            if foreign and binding is not None and binding.kind == "import":
+                found = self.project_definition(func.value)
+                return found if found is not None and found.kind == "function" else None
             return None
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in ("self", "cls"):
             class_scope = ctx.scope.class_scope
             if class_scope is not None:
-                return self.method_of(class_scope, func.attr.value, set())
+                return self.method_of(class_scope, func.attr.value, set(), foreign)
             return None
         if type(func) is cst.Attribute:  # meter.update(loss), with meter = AverageMeter()
-            class_scope = self.instance_class(func.value, ctx)
+            if foreign and type(func.value) is cst.Name:
+                binding = self.lookup(func.value.value, ctx)
+                if binding is not None and binding.kind == "import":  # utils.train_step(...)
+                    found = self.project_definition(f"{func.value.value}.{func.attr.value}")
+                    return found if found is not None and found.kind == "function" else None
+            class_scope = self.instance_class(func.value, ctx, foreign)
             if class_scope is not None:
-                return self.method_of(class_scope, func.attr.value, set())
+                return self.method_of(class_scope, func.attr.value, set(), foreign)
         return None
 
-    def instance_class(self, expr, ctx: Context) -> Scope | None:
-        """The scope of the module-defined class ``expr`` is an instance of, when its binding
+    def project_definition(self, dotted: str) -> Scope | None:
+        """The function or class that an imported name (``compute_loss``, ``models.Net``)
+        refers to in another module of the project, if it is one (see ``project``)."""
+        if not self.path or self.path.startswith("<"):
+            return None
+        root, _, rest = dotted.partition(".")
+        target = self.imports.get(root)
+        if target is None:
+            return None
+        memo = self.module_scope._memo.setdefault("project", {})
+        if dotted not in memo:
+            memo[dotted] = project().definition(self, f"{target}.{rest}" if rest else target)
+        found = memo[dotted]
+        if found is not None:
+            owner = found.owner
+            self.project_dependencies[owner.path] = owner.digest
+            self.project_dependencies.update(owner.project_dependencies)
+            project().note(owner)
+        return found
+
+    def module_definition(self, name: str, hops: int = 0) -> Scope | None:
+        """The function or class that the module-level name ``name`` is in this module, also
+        through an import of it from another project module (a package's re-export)."""
+        bindings = self.module_scope.bindings.get(name)
+        if not bindings:
+            return None
+        binding = bindings[-1]
+        if binding.kind in ("def", "class"):
+            return self.scopes.get(id(binding.value))
+        if binding.kind == "import" and name in self.imports:
+            return project().definition(self, self.imports[name], hops)
+        return None
+
+    def instance_class(self, expr, ctx: Context, foreign: bool = True) -> Scope | None:
+        """The scope of the project-defined class ``expr`` is an instance of, when its binding
         (``meter = AverageMeter()``, ``self.meter = Meter()`` anywhere in the class) says so."""
         key = dotted_name(expr)
         if key is None:
@@ -61,16 +126,29 @@ class SummaryQueries:
             value = binding.value if binding.kind == "assign" and not binding.element else None
             if type(value) is not cst.Call:
                 return None
-            name = dotted_name(value.func)
-            node = self.local_classes.get(name) if name else None
-            scope = self.scopes.get(id(node)) if node is not None else None
+            scope = self.class_named(value.func, foreign)
             if scope is None or (found is not None and scope is not found):
                 return None
             found = scope
         return found
 
-    def method_of(self, class_scope: Scope, name: str, seen: set) -> Scope | None:
-        """The method ``name`` of a class or of its bases defined in this module."""
+    def class_named(self, expr, foreign: bool = True) -> Scope | None:
+        """The scope of the class that ``expr`` names: defined in this module, or (with
+        ``foreign``) imported from another module of the project."""
+        name = dotted_name(expr)
+        if name is None:
+            return None
+        node = self.local_classes.get(name)
+        if node is not None:
+            return self.scopes.get(id(node))
+        if foreign and name.partition(".")[0] in self.imports:
+            found = self.project_definition(name)
+            return found if found is not None and found.kind == "class" else None
+        return None
+
+    @in_owner
+    def method_of(self, class_scope: Scope, name: str, seen: set, foreign: bool = True) -> Scope | None:
+        """The method ``name`` of a class or of its bases defined in the project."""
         if id(class_scope) in seen:
             return None
         seen.add(id(class_scope))
@@ -78,26 +156,28 @@ class SummaryQueries:
             if binding.kind == "def":
                 return self.scopes.get(id(binding.value))
         for base in class_scope.node.bases:
-            base_name = dotted_name(base.value)
-            node = self.local_classes.get(base_name) if base_name else None
-            if node is not None and id(node) in self.scopes:
-                found = self.method_of(self.scopes[id(node)], name, seen)
+            base_scope = self.class_named(base.value, foreign)
+            if base_scope is not None:
+                found = self.method_of(base_scope, name, seen, foreign)
                 if found is not None:
                     return found
         return None
 
-    def scope_calls(self, scope: Scope) -> list[tuple[object, Context, Scope | None]]:
+    @in_owner
+    def scope_calls(self, scope: Scope, foreign: bool = True) -> list[tuple[object, Context, Scope | None]]:
         """Every call in the function's own statements (its loops included, nested definitions
-        not) with its context and the module-defined function it runs, if any."""
+        not) with its context and the project-defined function it runs, if any (with
+        ``foreign``, also functions of other modules of the project)."""
         memo = scope._memo
-        if "calls" not in memo:
-            memo["calls"] = [
-                (call, ctx, self.called_function(call, ctx))
+        key = "calls" if foreign else "local calls"
+        if key not in memo:
+            memo[key] = [
+                (call, ctx, self.called_function(call, ctx, foreign))
                 for stmt, ctx in scope.statements
                 if ctx.scope is scope
                 for call in self.calls_in(stmt)
             ]
-        return memo["calls"]
+        return memo[key]
 
     def callers_of(self, scope: Scope) -> list[tuple[object, Context]]:
         """The calls in this module that run the function (as ``called_function`` resolves
@@ -108,7 +188,7 @@ class SummaryQueries:
             for caller in [self.module_scope, *self.scopes.values()]:
                 if caller.kind == "class":
                     continue
-                for call, ctx, callee in self.scope_calls(caller):
+                for call, ctx, callee in self.scope_calls(caller, foreign=False):
                     if callee is not None:
                         index.setdefault(id(callee), []).append((call, ctx))
         return index.get(id(scope), [])
@@ -127,35 +207,32 @@ class SummaryQueries:
 
     # ------------------------------------------------------------------ summaries
 
-    def reaches_call(self, scope: Scope, question: str, predicate, depth: int = 0) -> bool:
-        """Does running the function make a call for which ``predicate(call, ctx)`` holds,
-        in its own body or in a module-defined function it calls (to ``MAX_CALL_DEPTH``)?
-        ``question`` names the predicate for the memo."""
+    @in_owner
+    def reaches_call(self, scope: Scope, question: str, depth: int = 0) -> bool:
+        """Does running the function make a call for which the predicate ``question`` names
+        (``REACHED_CALLS``) holds, in its own body or in a project-defined function it calls
+        (to ``MAX_CALL_DEPTH``)?"""
         memo = scope._memo
         key = ("reaches", question)
         if key in memo:
             return memo[key]
         if depth > MAX_CALL_DEPTH:
             return False
+        predicate = getattr(self, REACHED_CALLS[question])
         memo[key] = False  # recursion resolves to "no"
         result = False
         for call, ctx, callee in self.scope_calls(scope):
             if predicate(call, ctx) or (
                 callee is not None and callee is not scope
-                and self.reaches_call(callee, question, predicate, depth + 1)
+                and self.reaches_call(callee, question, depth + 1)
             ):
                 result = True
                 break
         memo[key] = result
         return result
 
-    def call_reaches(self, call, ctx: Context, question: str, predicate) -> bool:
-        """Does this call run a module-defined function that reaches ``predicate``?"""
-        callee = self.called_function(call, ctx)
-        return callee is not None and self.reaches_call(callee, question, predicate)
-
     def backpropagates(self, scope: Scope) -> bool:
-        return self.reaches_call(scope, "backward", self._is_backward_call)
+        return self.reaches_call(scope, "backward")
 
     def _is_backward_call(self, call, ctx: Context) -> bool:
         name = call_name(call)
@@ -165,12 +242,19 @@ class SummaryQueries:
             return self.steps_on_a_loss(call, ctx)
         return name == "grad" and self.qualified_name(call.func) == "torch.autograd.grad"
 
+    def _is_step_call(self, call, ctx: Context) -> bool:
+        return self.stepped_optimizer(call, ctx) is not None
+
+    def _is_clearing_call(self, call, ctx: Context) -> bool:
+        return is_clearing_call_name(call_name(call) or "")
+
     def steps_optimizer(self, scope: Scope) -> bool:
-        return self.reaches_call(scope, "step", lambda call, ctx: self.stepped_optimizer(call, ctx) is not None)
+        return self.reaches_call(scope, "step")
 
     def clears_gradients(self, scope: Scope) -> bool:
-        return self.reaches_call(scope, "clear", lambda call, ctx: is_clearing_call_name(call_name(call) or ""))
+        return self.reaches_call(scope, "clear")
 
+    @in_owner
     def returns_attached(self, scope: Scope) -> str | None:
         """``"always"`` when the function returns a value attached to the graph whatever its
         arguments, ``"arguments"`` when it does if an argument is a module that it calls
@@ -215,6 +299,9 @@ class SummaryQueries:
             type(value) is cst.Tuple and len(value.elements) > index for value, _ in values
         ):
             return self.call_returns_attached(call, ctx)
+        return scope.owner._elements_attached(values, index)
+
+    def _elements_attached(self, values, index: int) -> bool:
         return any(self.is_attached(value.elements[index].value, value_ctx) for value, value_ctx in values)
 
     def parameter_hypothesis(self, binding) -> bool:
@@ -271,14 +358,14 @@ class SummaryQueries:
         reasons: dict[int, str] = {}
         callers: dict[int, list] = {}
         for scope in functions:
-            hook = self._framework_hook(scope)
+            hook = self._framework_hook(scope) or self._inherited_step_method(scope)
             if hook is not None:
                 reasons[id(scope)] = hook
         # functions a loop calls, then the functions those call, to a bounded depth
         for loop in self.loops.values():
             for stmt, ctx in self.statements_in_loop(loop):
                 for call in self.calls_in(stmt):
-                    callee = self.called_function(call, ctx)
+                    callee = self.called_function(call, ctx, foreign=False)
                     if callee is not None and callee is not ctx.scope:
                         callers.setdefault(id(callee), []).append((call, ctx))
                         if id(callee) not in reasons:
@@ -288,7 +375,7 @@ class SummaryQueries:
             scope, depth = pending.pop()
             if depth >= MAX_CALL_DEPTH:
                 continue
-            for call, ctx, callee in self.scope_calls(scope):
+            for call, ctx, callee in self.scope_calls(scope, foreign=False):
                 if callee is None or callee is scope:
                     continue
                 callers.setdefault(id(callee), []).append((call, ctx))
@@ -312,6 +399,51 @@ class SummaryQueries:
         if name in FORWARD_METHODS and self.is_module_class(parent.node.name):
             return "a module's `forward` runs every step"
         return None
+
+    def _inherited_step_method(self, scope: Scope) -> str | None:
+        """A method that a base class (in this module or another of the project) calls on
+        ``self`` inside a step loop: ``BaseTrainer.fit`` looping ``self.train_step(batch)``
+        makes every subclass's ``train_step`` per-step code."""
+        parent = scope.parent
+        if parent is None or parent.kind != "class":
+            return None
+        for base in parent.node.bases:
+            base_scope = self.class_named(base.value)
+            if base_scope is not None:
+                where = self.loop_called_methods(base_scope).get(scope.name)
+                if where is not None:
+                    return f"called in a loop in `{where}`"
+        return None
+
+    @in_owner
+    def loop_called_methods(self, class_scope: Scope) -> dict[str, str]:
+        """The methods that the class's own methods, or its bases', call on ``self`` inside a
+        loop over steps, each with the ``Class.method`` holding that loop."""
+        memo = class_scope._memo
+        if "loop_called" in memo:
+            return memo["loop_called"]
+        memo["loop_called"] = found = {}
+        for base in class_scope.node.bases:
+            base_scope = self.class_named(base.value)
+            if base_scope is not None:
+                for name, where in self.loop_called_methods(base_scope).items():
+                    found.setdefault(name, where)
+        for bindings in list(class_scope.bindings.values()):
+            for binding in bindings:
+                scope = self.scopes.get(id(binding.value)) if binding.kind == "def" else None
+                if scope is None or scope.parent is not class_scope:
+                    continue
+                for stmt, ctx in scope.statements:
+                    loop = ctx.loop
+                    if ctx.scope is not scope or loop is None or loop.implicit is not None:
+                        continue
+                    if not (self.header_names_steps(loop) or self.is_step_loop(loop)):
+                        continue
+                    for call in self.calls_in(stmt):
+                        func = call.func
+                        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+                            found.setdefault(func.attr.value, f"{class_scope.name}.{scope.name}")
+        return found
 
     def _implicit_loop(self, scope: Scope, reason: str) -> Loop:
         node = scope.node

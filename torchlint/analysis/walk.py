@@ -24,6 +24,9 @@ class ModuleWalk:
         # The file's text, when the caller has it: a substring test answers "can this module
         # contain X at all?" far faster than walking its expressions.
         self.source = source
+        # for a module another one imports: (sha256, mtime_ns, size) of the file as read
+        self.digest: tuple[str, int, int] | None = None
+        self.project_dependencies: dict[str, tuple] = {}  # project modules its answers read
         self.imports: dict[str, str] = {}
         self.statements_by_type: dict[str, list[tuple[object, Context]]] = defaultdict(list)
         self.scopes: dict[int, Scope] = {}  # id(FunctionDef/ClassDef) -> Scope
@@ -42,6 +45,9 @@ class ModuleWalk:
         self.module_scope = Scope(module, "module", None, None, GradMode.ENABLED)
         self._collect_top_level_imports(module.body)
         self._walk_block(module.body, self.module_scope, (), GradMode.ENABLED, None, False)
+        self.module_scope.owner = self
+        for scope in self.scopes.values():
+            scope.owner = self
         self.install_implicit_loops()
 
     # ------------------------------------------------------------------ rules

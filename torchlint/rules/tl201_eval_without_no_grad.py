@@ -497,7 +497,7 @@ def count_flops(model, x):
         callee = self.analysis.called_function(call, ctx)
         if callee is None or callee is ctx.scope or callee.grad is not GradMode.ENABLED:
             return False
-        if LOSS_NAME_RE.search(callee.name) or self._callee_trains(call, ctx):
+        if self._callee_trains(call, ctx):
             return False
         return self._runs_forward(callee, 0)
 

@@ -1,0 +1,222 @@
+"""The project index: answers read from other modules of the linted project (helpers, base
+classes, model classes imported from another file), and the modules each answer depends on."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from torchlint.analysis.project import project
+from torchlint.engine import lint_file
+from torchlint.rules import default_rules
+
+
+def write(root, files: dict[str, str]) -> None:
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def codes(path) -> list[tuple[int, str]]:
+    return [(v.line, v.code) for v in lint_file(str(path), default_rules())]
+
+
+LOSS_HELPER = """\
+    import torch
+    import torch.nn.functional as F
+
+    def compute_loss(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x), y)
+
+    @torch.no_grad()
+    def compute_loss_value(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x), y).item()
+    """
+
+# The loss never reaches backward() in this loop: only the helper's summary says it is attached.
+TRAIN_WITH_IMPORTED_LOSS = """\
+    import torch
+    from {module} import compute_loss
+
+    def validate(model, loader):
+        model.eval()
+        losses = []
+        with torch.no_grad():
+            pass
+        for batch in loader:
+            loss = compute_loss(model, batch)
+            losses.append(loss)
+        return sum(l.item() for l in losses)
+    """
+
+
+def test_attached_value_returned_by_a_helper_in_another_module(tmp_path):
+    write(tmp_path, {"helpers.py": LOSS_HELPER, "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="helpers")})
+    assert (10, "TL201") in codes(tmp_path / "train.py")
+
+
+def test_relative_import_inside_a_package(tmp_path):
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/losses.py": LOSS_HELPER,
+        "pkg/train.py": TRAIN_WITH_IMPORTED_LOSS.format(module=".losses"),
+    })
+    assert (10, "TL201") in codes(tmp_path / "pkg" / "train.py")
+
+
+def test_reexport_through_a_package_init(tmp_path):
+    write(tmp_path, {
+        "pkg/__init__.py": "from .losses import compute_loss\n",
+        "pkg/losses.py": LOSS_HELPER,
+        "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="pkg"),
+    })
+    assert (10, "TL201") in codes(tmp_path / "train.py")
+
+
+def test_helper_returning_a_number_is_quiet(tmp_path):
+    train = TRAIN_WITH_IMPORTED_LOSS.format(module="helpers").replace(
+        "import compute_loss", "import compute_loss_value as compute_loss")
+    write(tmp_path, {"helpers.py": LOSS_HELPER, "train.py": train})
+    assert codes(tmp_path / "train.py") == []
+
+
+def test_unknown_module_stays_unknown(tmp_path):
+    write(tmp_path, {"train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="somewhere_else")})
+    assert codes(tmp_path / "train.py") == []
+
+
+BASE_TRAINER = """\
+    class BaseTrainer:
+        def fit(self, loader, epochs):
+            for epoch in range(epochs):
+                for batch in loader:
+                    self.run_batch(batch)
+
+        def run_batch(self, batch):
+            raise NotImplementedError
+    """
+
+SUBCLASS = """\
+    import torch
+    from base import BaseTrainer
+
+    class Trainer(BaseTrainer):
+        def __init__(self, model, optimizer):
+            self.model, self.optimizer = model, optimizer
+            self.history = []
+
+        def run_batch(self, batch):
+            self.optimizer.zero_grad()
+            loss = self.model(batch).mean()
+            loss.backward()
+            self.optimizer.step()
+            self.history.append(loss)
+    """
+
+
+def test_step_method_called_in_a_loop_of_a_base_class_in_another_module(tmp_path):
+    write(tmp_path, {"base.py": BASE_TRAINER, "trainer.py": SUBCLASS})
+    assert (14, "TL101") in codes(tmp_path / "trainer.py")
+
+
+def test_without_the_base_class_loop_the_method_is_not_per_step(tmp_path):
+    write(tmp_path, {"base.py": BASE_TRAINER.replace("for batch in loader:\n", "if loader:\n"), "trainer.py": SUBCLASS})
+    assert (14, "TL101") not in codes(tmp_path / "trainer.py")
+
+
+HELPER_CLEARING = """\
+    def prepare(optimizer):
+        optimizer.zero_grad(set_to_none=True)
+    """
+
+TRAIN_WITH_IMPORTED_CLEAR = """\
+    import torch
+    from optim_utils import prepare
+
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            prepare(optimizer)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+
+
+def test_gradients_cleared_in_an_imported_helper(tmp_path):
+    write(tmp_path, {"optim_utils.py": HELPER_CLEARING, "train.py": TRAIN_WITH_IMPORTED_CLEAR})
+    assert codes(tmp_path / "train.py") == []
+    write(tmp_path, {"optim_utils.py": "def prepare(optimizer):\n    pass\n"})
+    assert (9, "TL501") in codes(tmp_path / "train.py")
+
+
+MODELS = """\
+    import torch.nn as nn
+
+    class Generator(nn.Module):
+        def forward(self, z):
+            return z
+    """
+
+EVALUATE_IMPORTED_MODEL = """\
+    import torch
+    from models import Generator
+
+    net_g = Generator()
+    samples = []
+    for z in torch.randn(8, 4, 16):
+        samples.append(net_g(z))
+    """
+
+
+def test_model_class_imported_from_another_module(tmp_path):
+    write(tmp_path, {"models.py": MODELS, "sample.py": EVALUATE_IMPORTED_MODEL})
+    found = codes(tmp_path / "sample.py")
+    assert any(code in ("TL101", "TL201") for _, code in found)
+    write(tmp_path, {"models.py": "class Generator:\n    def __call__(self, z):\n        return z\n"})
+    assert codes(tmp_path / "sample.py") == []
+
+
+def test_modules_consulted_are_recorded_with_their_hash(tmp_path):
+    write(tmp_path, {"helpers.py": LOSS_HELPER, "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="helpers")})
+    project().begin()
+    codes(tmp_path / "train.py")
+    consulted = project().consulted
+    assert str(tmp_path / "helpers.py") in consulted
+    assert all(len(digest) == 64 and mtime > 0 for digest, mtime, _ in consulted.values())
+
+
+@pytest.mark.parametrize("cycle", [True, False])
+def test_import_cycles_and_self_imports_terminate(tmp_path, cycle):
+    write(tmp_path, {
+        "a.py": "from b import f\n\ndef g(model, x):\n    return f(model, x)\n",
+        "b.py": ("from a import g\n\ndef f(model, x):\n    return g(model, x)\n" if cycle
+                 else "def f(model, x):\n    return model(x)\n"),
+        "train.py": "import torch\nfrom a import g\nout = []\nfor x in loader:\n    out.append(g(model, x))\n"
+                    "    out[-1].sum().backward()\n",
+    })
+    codes(tmp_path / "train.py")  # terminates, no TL000
+    assert all(code != "TL000" for _, code in codes(tmp_path / "train.py"))
+
+
+def test_cache_relints_a_file_when_a_module_it_read_changes(tmp_path):
+    from cli_support import run_torchlint
+
+    write(tmp_path, {"helpers.py": LOSS_HELPER, "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="helpers")})
+    target = str(tmp_path / "train.py")
+    first = run_torchlint("--format", "json", target, cwd=tmp_path)
+    assert [v["code"] for v in json.loads(first.stdout)] == ["TL201"]
+    assert (tmp_path / ".torchlint_cache").is_dir()
+    # the helper now runs its forward pass without autograd: the caller's finding goes away
+    (tmp_path / "helpers.py").write_text(textwrap.dedent(LOSS_HELPER).replace(
+        "def compute_loss(model", "@torch.no_grad()\ndef compute_loss(model"))
+    second = run_torchlint("--format", "json", target, cwd=tmp_path)
+    assert json.loads(second.stdout) == []
+    # and unchanged files come from the cache again
+    third = run_torchlint("--format", "json", target, cwd=tmp_path)
+    assert json.loads(third.stdout) == []
