@@ -3,7 +3,9 @@
 
 For every case the file is taken from a local git mirror of the repository at
 the buggy commit (parent of the fix) and at the fix commit, linted with
-``torchlint --format json``, and scored:
+``torchlint --format json`` inside the repository's Python files at that commit (as in a user's
+checkout, so that helpers, base classes and models imported from other files are seen;
+``--single-file`` lints the file alone), and scored:
 
 FOUND  a finding with the expected rule code lies within +-2 lines of ``line``
        (or of one of the optional ``also_lines``: other statements of the same
@@ -81,7 +83,16 @@ def near(findings: list[dict], line: int) -> list[dict]:
     return [f for f in findings if abs(int(f.get("line", -999)) - line) <= WINDOW]
 
 
-def score_case(case: dict, mirrors: str, cmd: list[str], tmp: str) -> dict:
+def extract_tree(git_dir: str, commit: str, dest: str) -> None:
+    """The repository's Python files at ``commit`` under ``dest`` (a ``.git`` directory marks the
+    project root), so that the linted file sees its project as a user's checkout would."""
+    archive = subprocess.run(["git", "--git-dir", git_dir, "archive", commit, "--", "*.py"], capture_output=True)
+    if archive.returncode == 0:
+        subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, capture_output=True)
+    os.makedirs(os.path.join(dest, ".git"), exist_ok=True)
+
+
+def score_case(case: dict, mirrors: str, cmd: list[str], tmp: str, single_file: bool = False) -> dict:
     res = OrderedDict(id=case["id"], rule=case["rule"], repo=case["repo"], path=case["path"],
                       line=case["line"], fixed_line=case.get("fixed_line"))
     git_dir = find_git_dir(mirrors, case["repo"])
@@ -97,10 +108,15 @@ def score_case(case: dict, mirrors: str, cmd: list[str], tmp: str) -> dict:
         return res
     name = os.path.basename(case["path"])
     out = {}
-    for tag, blob in (("buggy", buggy), ("fixed", fixed)):
+    for tag, blob, commit in (("buggy", buggy, case["buggy_commit"]), ("fixed", fixed, case["fix_commit"])):
         d = os.path.join(tmp, case["id"], tag)
         os.makedirs(d, exist_ok=True)
-        f = os.path.join(d, name)
+        if single_file:
+            f = os.path.join(d, name)
+        else:
+            extract_tree(git_dir, commit, d)
+            f = os.path.join(d, case["path"])
+            os.makedirs(os.path.dirname(f), exist_ok=True)
         with open(f, "wb") as fh:
             fh.write(blob)
         findings, err = lint(cmd, f)
@@ -133,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT", help="write per-case results to OUT")
     ap.add_argument("--only", metavar="ID", action="append", help="run only this case (repeatable)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
+    ap.add_argument("--single-file", action="store_true",
+                    help="lint the file alone (default: inside its repository's Python files at that commit)")
     args = ap.parse_args(argv)
 
     with open(args.manifest) as fh:
@@ -147,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tl-realworld-") as tmp:
         for c in cases:
             try:
-                r = score_case(c, args.mirrors, cmd, tmp)
+                r = score_case(c, args.mirrors, cmd, tmp, args.single_file)
             except Exception as e:  # never fail the run on one case
                 r = OrderedDict(id=c["id"], rule=c["rule"], repo=c["repo"], status="missing",
                                 why=f"{type(e).__name__}: {e}")
