@@ -32,7 +32,7 @@ class ModuleQueries:
         if key == "self":
             # a module's own methods: self(x) is its forward pass
             class_scope = ctx.scope.class_scope
-            return class_scope is not None and self.is_module_class(class_scope.node.name)
+            return class_scope is not None and class_scope.owner._local_class_is_module(class_scope.name, set())
         if binding is not None and self.parameter_hypothesis(binding):
             return True
         if self.has_module_evidence(key, ctx):
@@ -63,6 +63,20 @@ class ModuleQueries:
             self.qualified_name(value.func) == "torch.compile" and bool(value.args)
             and self.is_module(value.args[0].value, binding.ctx)
         )
+
+    def is_module_by_evidence(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` a module by more than its name: it receives a method only modules have
+        (``net.eval()``), it was built by a module class or factory, or it is a module's ``self``?"""
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        if key == "self":
+            class_scope = ctx.scope.class_scope
+            return class_scope is not None and class_scope.owner._local_class_is_module(class_scope.name, set())
+        if self.has_module_evidence(key, ctx):
+            return True
+        binding = self.lookup(key, ctx)
+        return binding is not None and binding.kind == "assign" and self._binding_is_module(binding)
 
     def has_module_evidence(self, key: str, ctx: Context) -> bool:
         """Does ``key`` (``net_g``, ``self.G``) receive a method only modules have

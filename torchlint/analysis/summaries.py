@@ -24,6 +24,11 @@ from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, is_cl
 from torchlint.lazy import cst
 
 MAX_CALL_DEPTH = 4
+# Bases that never call a subclass's methods other than forward and the hooks they document.
+NEUTRAL_BASES = frozenset({
+    "object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol",
+    "nn.Module", "Module", "torch.nn.Module", "torch.nn.modules.module.Module",
+})
 # reaches_call's questions: the predicate (a method of the analysis) each one asks of a call
 REACHED_CALLS = {"backward": "_is_backward_call", "step": "_is_step_call", "clear": "_is_clearing_call"}
 
@@ -199,10 +204,37 @@ class SummaryQueries:
         parent = scope.parent
         if parent is None or parent.kind != "class" or self.callers_of(scope):
             return False
+        return self.bases_may_call(parent, scope.name, set())
+
+    @in_owner
+    def bases_may_call(self, class_scope: Scope, name: str, seen: set) -> bool:
+        """May a base class call the method ``name`` on its own: a base outside the project
+        (a framework's, other than ``nn.Module`` and ``object``), or a project base class
+        (in this module or another) whose methods call ``self.name(...)``?"""
+        for base in class_scope.node.bases:
+            expr = base.value.value if type(base.value) is cst.Subscript else base.value  # Generic[T]
+            base_name = dotted_name(expr) or ""
+            if base_name in NEUTRAL_BASES or (self.qualified_name(expr) or "") in NEUTRAL_BASES:
+                continue
+            base_scope = self.class_named(expr)
+            if base_scope is None:
+                return True
+            if id(base_scope) in seen:
+                continue
+            seen.add(id(base_scope))
+            if self.calls_own_method(base_scope, name) or self.bases_may_call(base_scope, name, seen):
+                return True
+        return False
+
+    @in_owner
+    def calls_own_method(self, class_scope: Scope, name: str) -> bool:
+        """Does a method of the class call ``self.name(...)``?"""
         return any(
-            (dotted_name(base.value) or "") not in self.local_classes
-            and (dotted_name(base.value) or "") not in ("object", "ABC", "abc.ABC", "Generic")
-            for base in parent.node.bases
+            type(call.func) is cst.Attribute and call.func.attr.value == name
+            and type(call.func.value) is cst.Name and call.func.value.value == "self"
+            for method in self.scopes.values() if method.kind == "function" and method.class_scope is class_scope
+            for stmt, ctx in method.statements if ctx.scope is method
+            for call in self.calls_in(stmt)
         )
 
     # ------------------------------------------------------------------ summaries

@@ -69,6 +69,13 @@ MODULE_EVIDENCE_METHODS = (
     "named_children", "buffers", "named_buffers", "register_forward_hook",
     "register_buffer", "apply", "half", "bfloat16",
 )
+# Words of a model's method that runs the model (``model.predict(x)``, ``net.evaluation_step(b)``,
+# ``vae.decode(z)``), for a method torchlint cannot read. Not ``generate`` or ``encode``: the
+# libraries that name them so (Hugging Face, sentence-transformers) disable grad inside.
+COMPUTING_METHOD_WORDS = frozenset({
+    "predict", "prediction", "evaluate", "evaluation", "infer", "inference", "decode", "denoise",
+    "reconstruct", "sample",
+})
 # Calls whose result is a module: model factories and loaders.
 MODULE_FACTORY_RE = re.compile(
     r"(?:^|\.)(?:create_model|from_pretrained|from_config|load_model|build_model|get_model|"

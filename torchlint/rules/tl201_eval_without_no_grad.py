@@ -8,6 +8,7 @@ from torchlint.analysis import (
     is_test_file, iter_expression_nodes, last_part, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
+from torchlint.analysis.vocabulary import COMPUTING_METHOD_WORDS
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -310,7 +311,9 @@ def count_flops(model, x):
                 switches.append((stmt_ctx.order, switch[0], dotted_name(switch[1])))
                 switch_statements[stmt_ctx.order] = stmt
         regions = []
-        if node is not None and self._name_says_evaluation(node.name.value) and not self._is_module_method(scope):
+        if node is not None and self._name_says_evaluation(node.name.value) and (
+            not self._is_module_method(scope) or self._loops_over_batches(scope)
+        ):
             regions.append((start_order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
         for index, (start, mode, key) in enumerate(switches):
             if mode == "eval":
@@ -341,6 +344,16 @@ def count_flops(model, x):
         of the model's forward computation whatever its name: its caller owns the grad mode."""
         parent = scope.parent
         return parent is not None and parent.kind == "class" and self.analysis.is_module_class(parent.node.name)
+
+    def _loops_over_batches(self, scope) -> bool:
+        """Does the function loop over batches itself (``for batch in batches:``)? A module's
+        ``predict(sentences)`` that does is an inference API its user calls, not a piece of the
+        model's forward pass."""
+        analysis = self.analysis
+        return any(
+            loop.implicit is None and loop.scope is scope and analysis.header_names_steps(loop)
+            for loop in analysis.loops.values()
+        )
 
     def _trains(self, scope, region) -> bool:
         """Does any statement in the region (nested functions included, for optimizer closures)
@@ -495,11 +508,24 @@ def count_flops(model, x):
         if self._is_module_call(call, ctx):
             return True
         callee = self.analysis.called_function(call, ctx)
-        if callee is None or callee is ctx.scope or callee.grad is not GradMode.ENABLED:
+        if callee is None:
+            return self._runs_model_method(call, ctx)
+        if callee is ctx.scope or callee.grad is not GradMode.ENABLED:
             return False
         if self._callee_trains(call, ctx):
             return False
         return self._runs_forward(callee, 0)
+
+    def _runs_model_method(self, call, ctx: Context) -> bool:
+        """A model's method that torchlint cannot read but whose name says it runs the model
+        (``model.predict(x)``, ``self.model.evaluation_step(batch)``), on a receiver that is a
+        model by evidence, not by name alone (sklearn's ``model.predict`` is no forward pass)."""
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return False
+        if not COMPUTING_METHOD_WORDS.intersection(word.lower() for word in name_words(func.attr.value)):
+            return False
+        return self.analysis.is_module_by_evidence(func.value, ctx)
 
     def _runs_forward(self, scope, depth: int) -> bool:
         """Does the function run a module call with grad enabled, itself or through the
