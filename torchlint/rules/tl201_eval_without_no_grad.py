@@ -8,7 +8,7 @@ from torchlint.analysis import (
     is_test_file, iter_expression_nodes, last_part, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
-from torchlint.analysis.vocabulary import COMPUTING_METHOD_WORDS
+from torchlint.analysis.vocabulary import COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -19,6 +19,13 @@ DEFAULT_EVAL_WORDS = (
 # Calling a loss on outputs builds no graph of its own worth reporting: the model call does.
 LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
+# Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
+DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+COMPOUND_STATEMENTS = (cst.For, cst.While, cst.If, cst.With, cst.Try, cst.FunctionDef, cst.ClassDef)
+# Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
+KEEPING_CALL_RE = re.compile(
+    r"log|store|record|save|cache|push|put|register|track|buffer|memor|emit|send|queue|callback|hook|"
+    r"backward|step|optimi|update|add|append|extend|insert|collect|accumulate|set", re.I)
 COMPREHENSIONS = ("ListComp", "SetComp", "GeneratorExp", "DictComp")
 DATA_WORDS = frozenset({"data", "dataset", "datasets", "buffer", "stream", "loader", "exps", "experience"})
 # Ultralytics model wrappers: calling one runs `predict()`, which disables grad itself.
@@ -246,9 +253,9 @@ def count_flops(model, x):
         if node.name.value == "forward" and self._is_module_method(scope):
             return  # a module's forward: whoever calls the model owns the grad mode
         regions = self._regions(scope)
-        if not regions:
-            return
-        found = self._first_forward(scope, regions, strict=self._grad_unknown(scope))
+        found = self._first_forward(scope, regions, strict=self._grad_unknown(scope)) if regions else None
+        if found is None:
+            found = self._discarded_forward(scope)
         if found is None:
             return
         if analysis.all_calls_grad_disabled(scope):
@@ -344,6 +351,83 @@ def count_flops(model, x):
         of the model's forward computation whatever its name: its caller owns the grad mode."""
         parent = scope.parent
         return parent is not None and parent.kind == "class" and self.analysis.is_module_class(parent.node.name)
+
+    # ------------------------------------------------------------------ graphs built and discarded
+
+    def _discarded_forward(self, scope):
+        """Inference code, whatever its name: a function that runs a forward pass with grad
+        enabled, never backpropagates, turns the results into data (``.detach()``, ``.numpy()``,
+        ``.tolist()``, ``.item()``) and lets no attached value out (not returned, yielded, stored
+        in ``self`` or a container, or handed to a call that may keep it). The graph autograd
+        records is thrown away unused: ``Predictor.__call__``, ``get_embedding(img)``,
+        ``act(obs)``. (statement, call) of its first forward pass, or None."""
+        analysis = self.analysis
+        if scope.kind != "function" or is_test_file(analysis.path):
+            return None
+        name = scope.name
+        if name.startswith("__") and name != "__call__":
+            return None  # __init__ (shape probes), __getitem__ and the like
+        if self._is_module_method(scope) and not self._loops_over_batches(scope):
+            return None  # a piece of the model's own forward computation
+        if not (analysis.may_contain(".detach(") or analysis.may_contain(".numpy(")
+                or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")):
+            return None
+        if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
+            return None
+        if analysis.returns_attached(scope) is not None:
+            return None
+        if any(
+            any(start < caller_ctx.order < end for start, end in self._regions(caller_ctx.scope))
+            for _, caller_ctx in analysis.callers_of(scope)
+        ):
+            return None  # evaluation code calls it: reported there, at the call
+        owner = scope.parent.node if scope.parent is not None and scope.parent.kind == "class" else scope.node
+        if DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(owner)):
+            return None  # it freezes parameters or takes input gradients: the grad mode is deliberate
+        forward = None
+        converts = False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED:
+                continue
+            if type(stmt) in COMPOUND_STATEMENTS:
+                continue  # their bodies' statements come on their own
+            calls = analysis.calls_in(stmt)
+            if forward is None:  # the model itself, not a helper that may differentiate its result
+                call = next((call for call in calls
+                             if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)), None)
+                if call is not None:
+                    forward = stmt, call
+            if any(call_name(call) in DETACHING_METHODS for call in calls):
+                converts = True
+            if self._lets_graph_out(stmt, ctx, calls):
+                return None
+        return forward if forward is not None and converts else None
+
+    def _lets_graph_out(self, stmt, ctx: Context, calls) -> bool:
+        """Does the statement keep an attached value beyond the call: yield it, store it into an
+        attribute, a subscript or a container, or hand it to a call that may keep it?"""
+        analysis = self.analysis
+        kind = type(stmt)
+        if kind in (cst.Assign, cst.AugAssign, cst.AnnAssign) and stmt.value is not None:
+            targets = [t.target for t in stmt.targets] if kind is cst.Assign else [stmt.target]
+            if any(type(t) is not cst.Name for t in targets) and analysis.is_attached(stmt.value, ctx):
+                return True
+        for expr in analysis.own_expressions(stmt):
+            for node in iter_expression_nodes(expr):
+                if type(node) is cst.Yield and node.value is not None and type(node.value) is not cst.From \
+                        and analysis.is_attached(node.value, ctx):
+                    return True
+        for call in calls:
+            arguments = [arg.value for arg in call.args]
+            if not arguments or not any(analysis.is_attached(argument, ctx) for argument in arguments):
+                continue
+            name = call_name(call) or ""
+            if name in CONTAINER_WRITES or KEEPING_CALL_RE.search(name):
+                return True
+            callee = analysis.called_function(call, ctx)
+            if callee is not None and (analysis.backpropagates(callee) or analysis.returns_attached(callee)):
+                return True  # the value goes on to a project function that trains or passes it on
+        return False
 
     def _loops_over_batches(self, scope) -> bool:
         """Does the function loop over batches itself (``for batch in batches:``)? A module's
