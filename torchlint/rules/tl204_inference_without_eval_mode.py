@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+from torchlint.analysis import Context, GradMode, dotted_name, last_part
+from torchlint.analysis.arguments import passed_arguments
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+from torchlint.rules.tl201_eval_without_no_grad import LOSS_NAME_RE
+from torchlint.rules.tl202_train_mode_not_restored import _same_model, _switch_of
+
+# Methods that return the same module: `Net().to(device)` is still in training mode.
+SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
+MAX_CALLER_DEPTH = 2
+
+
+class InferenceWithoutEvalMode(Rule):
+    """
+    ## What it does
+    Finds forward passes run with autograd off (`torch.no_grad()`, `torch.inference_mode()`,
+    a decorated prediction function) on a model that is still in training mode: a model this
+    file builds with a module class (`model = Net()`, `self.net = nn.Sequential(...)`,
+    through `.to(device)` and the like) or receives as an argument from a caller in this
+    file that built one, and that nothing in the file switches to `.eval()` (nor to
+    `.train()`: Monte-Carlo dropout switches dropout on deliberately).
+
+    ## Why is this bad?
+    `no_grad` only stops autograd from recording; it does not change what the layers
+    compute. A module starts in training mode, so inference keeps dropout active (the same
+    input gives different outputs on every call) and batch norm normalises each batch with
+    its own statistics and overwrites the running statistics it learnt. Measured on CPU:
+    two identical calls on a model with dropout gave outputs differing by up to 0.29 (0 in
+    `.eval()`), and one batch of inference changed the batch-norm running mean.
+
+    ## Known problems
+    Off by default: whether a model is in training mode at a call depends on code in other
+    files and on frameworks (a trainer that calls `.eval()` before its validation hook), so
+    only models whose whole story is in one file are judged. Not reported: models loaded by
+    factories (`from_pretrained` returns a model in eval mode; `torch.load` keeps the saved
+    mode; `build_model(cfg)` is unknown), models any statement of the file switches with
+    `.eval()` / `.train(...)`, calls inside `nn.Module` methods (a frozen backbone in
+    `forward` follows its parent's mode) or inside hooks a framework calls, and arguments
+    whose callers are in other files.
+    """
+
+    CODE = "TL204"
+    NAME = "inference-without-eval-mode"
+    MESSAGE = (
+        "`{call}` runs `{model}` with autograd off but `{model}` is never switched to `.eval()`: dropout "
+        "stays active and batch norm uses and updates batch statistics"
+    )
+    FIX = "call `{model}.eval()` before inference (and `{model}.train()` before training resumes)"
+    TOKENS = ("no_grad", "inference_mode", "set_grad_enabled")
+    ENABLED_BY_DEFAULT = False
+    CLAIM = (
+        "two identical inference calls under `no_grad` on a training-mode model give different outputs "
+        "(max abs difference > 1e-3) and change the batch-norm running mean; after `.eval()` they match exactly"
+    )
+
+    INVALID = [
+        """\
+model = Net()
+model.load_state_dict(torch.load("weights.pt"))
+predictions = []
+with torch.no_grad():
+    for x in loader:
+        predictions.append(model(x).argmax(1))  # expect: TL204
+""",
+        """\
+@torch.no_grad()
+def predict(model, loader):
+    return [model(x).softmax(-1) for x in loader]  # expect: TL204
+
+classifier = ImageClassifier(num_classes=10).to(device)
+train(classifier, train_loader)
+probabilities = predict(classifier, test_loader)
+""",
+    ]
+    VALID = [
+        """\
+model = Net()
+model.load_state_dict(torch.load("weights.pt"))
+model.eval()
+with torch.no_grad():
+    predictions = [model(x).argmax(1) for x in loader]
+""",
+        """\
+@torch.no_grad()
+def predict(model, loader):
+    return [model(x).softmax(-1) for x in loader]
+
+classifier = ImageClassifier(num_classes=10).to(device)
+classifier.eval()
+probabilities = predict(classifier, test_loader)
+""",
+        """\
+def mc_dropout_predict(model, x, samples=20):
+    model.train()  # keep dropout on: Monte-Carlo dropout
+    with torch.no_grad():
+        return torch.stack([model(x) for _ in range(samples)]).mean(0)
+""",
+        """\
+model = AutoModel.from_pretrained("bert-base-uncased")
+with torch.no_grad():
+    hidden = model(**inputs).last_hidden_state
+""",
+        """\
+@torch.no_grad()
+def predict(model, loader):
+    return [model(x) for x in loader]
+""",
+        """\
+class Student(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.teacher = TeacherNet()
+        self.head = nn.Linear(512, 10)
+
+    def forward(self, x):
+        with torch.no_grad():
+            features = self.teacher(x)
+        return self.head(features)
+""",
+    ]
+
+    def visit_FunctionDef(self, node, ctx: Context) -> None:
+        scope = self.analysis.scopes.get(id(node))
+        if scope is None:
+            return
+        parent = scope.parent
+        if parent is not None and parent.kind == "class" and (
+            self.analysis.is_module_class(parent.node.name) or self.analysis.overrides_external_hook(scope)
+        ):
+            return  # the model's own forward, or a hook the framework calls in eval mode
+        self._check_scope(scope)
+
+    def check_module_scope(self, scope) -> None:
+        self._check_scope(scope)
+
+    def _check_scope(self, scope) -> None:
+        analysis = self.analysis
+        reported = set()
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.DISABLED:
+                continue
+            for call in analysis.calls_in(stmt):
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value == "forward":
+                    func = func.value
+                key = dotted_name(func)
+                if key is None or key == "self" or key in reported or LOSS_NAME_RE.search(last_part(key)):
+                    continue
+                if not analysis.is_module(func, ctx) or self._mode_set(key):
+                    continue
+                if not self._built_in_training_mode(key, ctx, 0):
+                    continue
+                reported.add(key)
+                self.report(stmt, self.MESSAGE.format(call=self.code(call, 40), model=key), self.FIX.format(model=key))
+
+    def _switched_keys(self) -> list[str | None]:
+        """The models every mode switch of the file names (None: unknown)."""
+        memo = self.analysis.module_scope._memo
+        if "tl204_switched" not in memo:
+            memo["tl204_switched"] = [
+                dotted_name(switch[1])
+                for statements in self.analysis.statements_by_type.values()
+                for stmt, _ in statements
+                for switch in (_switch_of(stmt),) if switch is not None
+            ]
+        return memo["tl204_switched"]
+
+    def _mode_set(self, key: str) -> bool:
+        """Does any statement of the file switch a model of that name (``model``,
+        ``self.model``) to ``.eval()`` or ``.train(...)``?"""
+        tail = last_part(key)
+        return any(
+            switched is None or _same_model(switched, key) or last_part(switched) == tail
+            for switched in self._switched_keys()
+        )
+
+    def _built_in_training_mode(self, key: str, ctx: Context, depth: int) -> bool:
+        """Is ``key`` a module built in this file by a module class (so in training mode), or a
+        parameter that a caller of this file passes such a module?"""
+        analysis = self.analysis
+        if key.startswith("self."):
+            class_scope = ctx.scope.class_scope
+            bindings = [b for b in class_scope.bindings.get(key, ()) if b.kind == "assign"] if class_scope else []
+            return bool(bindings) and any(self._constructs_module(b.value, b.ctx) for b in bindings if not b.element)
+        if "." in key:
+            return False
+        binding = analysis.lookup(key, ctx)
+        if binding is None:
+            return False
+        if binding.kind == "assign":
+            return not binding.element and self._constructs_module(binding.value, binding.ctx)
+        if binding.kind != "param" or depth >= MAX_CALLER_DEPTH:
+            return False
+        scope = binding.ctx.scope
+        for call, caller_ctx in analysis.callers_of(scope):
+            argument = passed_arguments(call, scope).get(key)
+            argument_key = dotted_name(argument) if argument is not None else None
+            if argument_key is None or self._mode_set(argument_key):
+                continue
+            if self._built_in_training_mode(argument_key, caller_ctx, depth + 1):
+                return True
+        return False
+
+    def _constructs_module(self, value, ctx: Context) -> bool:
+        """``Net()``, ``nn.Sequential(...).to(device)``: a module class called, nothing that
+        switches its mode in the chain."""
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in SAME_MODULE_METHODS:
+            value = value.func.value
+        return type(value) is cst.Call and self.analysis.is_module_class(value.func) and \
+            not LOSS_NAME_RE.search(last_part(dotted_name(value.func) or ""))
