@@ -17,8 +17,8 @@ LAST_PASS_RE = re.compile(r"(==|>=).*[-+]\s*1\b|[-+]\s*1\b.*(==|>=)|\b\w*(last|f
 class TrainModeNotRestored(Rule):
     """
     ## What it does
-    Finds loops that train a model (call `backward()` or step an optimizer, directly or
-    through a helper they call) and switch that model to evaluation mode for validation
+    Finds loops that train a model (step an optimizer, directly or through a helper they
+    call) and switch that model to evaluation mode for validation
     (`model.eval()`, `model.train(False)`, or a helper such as `validate(model, loader)` that
     calls `.eval()` on it), without anything in the loop switching it back: no
     `model.train()` at the top of the loop, after the validation, in the training helper the
@@ -42,7 +42,8 @@ class TrainModeNotRestored(Rule):
     which may restore), evaluation that runs only on the last pass (under `if epoch ==
     epochs - 1:` or a test naming the last / final pass, or followed by `break` / `return`),
     models the loop does not train (a DQN target network switched to `.eval()` and only
-    called under `no_grad`), and `.eval()` on datasets or optimizers. A loop that restores
+    called under `no_grad`), models built afresh in every iteration, loops that backpropagate
+    without stepping an optimizer (gradient inspection), and `.eval()` on datasets or optimizers. A loop that restores
     the mode through a helper in another file (a framework's `fit`) is assumed not to: such
     code calls `.eval()` through the framework too, which is not followed either.
     """
@@ -154,6 +155,16 @@ for step in range(steps):
         target_net.eval()
 """,
         """\
+def show_gradients(net, batch):
+    net.eval()
+    F.cross_entropy(net(batch[0]), batch[1]).backward()
+    plot({name: p.grad for name, p in net.named_parameters()})
+
+for name, act in activations.items():
+    net = BaseNetwork(act())
+    show_gradients(net, batch)
+""",
+        """\
 for epoch in range(epochs):
     for phase in ["train", "val"]:
         model.train(phase == "train")
@@ -190,6 +201,8 @@ for epoch in range(epochs):
                 continue
             if key is not None and not self._trained_in(key, loop):
                 continue  # a target network, an EMA copy: switched to eval, never trained here
+            if key is not None and self._built_in_loop(key, loop):
+                continue  # a fresh model every iteration starts in training mode
             reported.add(id(stmt))
             model = key or "the model"
             self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model),
@@ -253,11 +266,18 @@ for epoch in range(epochs):
     # ------------------------------------------------------------------ the loop
 
     def _trains(self, loop) -> bool:
-        analysis = self.analysis
-        return analysis.loop_backpropagates(loop) or any(
-            analysis.stepped_optimizer(call, ctx) is not None
-            for stmt, ctx in analysis.statements_in_loop(loop) for call in analysis.calls_in(stmt)
-        )
+        """Does the loop step an optimizer (itself or through a helper)? A loop that only
+        backpropagates inspects gradients (saliency, gradient histograms): no training."""
+        if "tl202_trains" not in loop._memo:
+            analysis = self.analysis
+            loop._memo["tl202_trains"] = any(
+                analysis.stepped_optimizer(call, ctx) is not None
+                or (callee is not None and callee is not ctx.scope and analysis.steps_optimizer(callee))
+                for stmt, ctx in analysis.statements_in_loop(loop)
+                for call in analysis.calls_in(stmt)
+                for callee in (analysis.called_function(call, ctx),)
+            )
+        return loop._memo["tl202_trains"]
 
     def _inner_training_loop(self, loop, ctx: Context) -> bool:
         """Is there a loop inside ``loop`` around the statement that trains too? Then the
@@ -278,6 +298,12 @@ for epoch in range(epochs):
             return False
         sequence, index = found
         return any(type(item) in (cst.Break, cst.Return) for item in sequence[index + 1:])
+
+    def _built_in_loop(self, key: str, loop) -> bool:
+        return any(
+            loop.contains(binding.ctx.order) and binding.kind == "assign"
+            for binding in loop.scope.bindings.get(key.partition(".")[0] if not key.startswith("self.") else key, ())
+        )
 
     def _trained_in(self, key: str, loop) -> bool:
         """Does the loop run the model with grad enabled, or pass it to (or call through

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, GradMode, dotted_name, last_part
+import re
+
+from torchlint.analysis import Context, GradMode, dotted_name, iter_expression_nodes, keyword_argument, last_part
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.lazy import cst
 from torchlint.rule import Rule
@@ -10,6 +12,9 @@ from torchlint.rules.tl202_train_mode_not_restored import _same_model, _switch_o
 # Methods that return the same module: `Net().to(device)` is still in training mode.
 SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
 MAX_CALLER_DEPTH = 2
+# Layers that compute differently in training mode (dropout; batch norm; transformer layers,
+# which hold dropout).
+MODE_LAYER_RE = re.compile(r"Dropout|BatchNorm|^dropout$|Transformer\w*Layer|^Transformer$|MultiheadAttention")
 
 
 class InferenceWithoutEvalMode(Rule):
@@ -57,6 +62,14 @@ class InferenceWithoutEvalMode(Rule):
 
     INVALID = [
         """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
 model = Net()
 model.load_state_dict(torch.load("weights.pt"))
 predictions = []
@@ -69,14 +82,14 @@ with torch.no_grad():
 def predict(model, loader):
     return [model(x).softmax(-1) for x in loader]  # expect: TL204
 
-classifier = ImageClassifier(num_classes=10).to(device)
+classifier = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.Flatten(), nn.LazyLinear(10)).to(device)
 train(classifier, train_loader)
 probabilities = predict(classifier, test_loader)
 """,
     ]
     VALID = [
         """\
-model = Net()
+model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, 10))
 model.load_state_dict(torch.load("weights.pt"))
 model.eval()
 with torch.no_grad():
@@ -87,7 +100,7 @@ with torch.no_grad():
 def predict(model, loader):
     return [model(x).softmax(-1) for x in loader]
 
-classifier = ImageClassifier(num_classes=10).to(device)
+classifier = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.Flatten(), nn.LazyLinear(10)).to(device)
 classifier.eval()
 probabilities = predict(classifier, test_loader)
 """,
@@ -106,6 +119,11 @@ with torch.no_grad():
 @torch.no_grad()
 def predict(model, loader):
     return [model(x) for x in loader]
+""",
+        """\
+model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+with torch.no_grad():
+    predictions = [model(x).argmax(1) for x in loader]
 """,
         """\
 class Student(nn.Module):
@@ -209,4 +227,33 @@ class Student(nn.Module):
         while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in SAME_MODULE_METHODS:
             value = value.func.value
         return type(value) is cst.Call and self.analysis.is_module_class(value.func) and \
-            not LOSS_NAME_RE.search(last_part(dotted_name(value.func) or ""))
+            not LOSS_NAME_RE.search(last_part(dotted_name(value.func) or "")) and self._has_mode_layers(value, set())
+
+    def _has_mode_layers(self, node, seen: set) -> bool:
+        """Does the construction (``nn.Sequential(..., nn.Dropout(0.5))``, ``Net()`` of a class
+        defined in this file) hold a layer whose output depends on the mode: dropout, batch
+        norm, an RNN or transformer layer with dropout? Classes defined elsewhere are unknown:
+        no."""
+        for inner in iter_expression_nodes(node):
+            if type(inner) is not cst.Call:
+                continue
+            name = dotted_name(inner.func) or ""
+            if MODE_LAYER_RE.search(last_part(name)):
+                return True
+            rate = keyword_argument(inner, "dropout")
+            if rate is not None and not (type(rate) in (cst.Integer, cst.Float) and float(rate.value) == 0):
+                return True
+            local = self.analysis.local_classes.get(name)
+            if local is not None and name not in seen:
+                seen.add(name)
+                if self._has_mode_layers(local, seen):
+                    return True
+        if type(node) is cst.ClassDef:
+            for base in node.bases:
+                name = dotted_name(base.value) or ""
+                local = self.analysis.local_classes.get(name)
+                if local is not None and name not in seen:
+                    seen.add(name)
+                    if self._has_mode_layers(local, seen):
+                        return True
+        return False

@@ -118,6 +118,15 @@ class Net(nn.Module):
         self.fc.bias.data.zero_()
 """,
         """\
+dataset = datasets.MNIST(root, download=True)
+idx = dataset.targets < 5
+dataset.targets = dataset.targets[idx]
+dataset.data = dataset.data[idx]
+for x, y in DataLoader(dataset):
+    criterion(model(x), y).backward()
+    optimizer.step()
+""",
+        """\
 for x, y in loader:
     loss = criterion(model(x), y)
     loss.backward()
@@ -193,6 +202,11 @@ for x, y in loader:
                 continue
             if owners is None or any(called == owner or called.startswith(owner + ".") for owner in owners):
                 return True
+        if owners == () and not analysis.is_grad_leaf(cst.Name(key), ctx):
+            # a plain tensor: the statement must compute an attached value from it
+            value = getattr(stmt, "value", None)
+            if value is None or not analysis.is_attached(value, ctx):
+                return False
         return any(_reads(expr, key) for expr in analysis.own_expressions(stmt))
 
 
@@ -227,8 +241,11 @@ def _reads(expr, key: str) -> bool:
             name = dotted_name(node)
             if name == key:
                 return True
-            if kind is cst.Attribute and dotted_name(node.value) == key and node.attr.value in NOT_A_USE:
-                continue
+            if kind is cst.Attribute and dotted_name(node.value) == key:
+                continue  # `x.targets`, `x.grad`: an attribute of it, not a computation with it
+        if kind is cst.Call and type(node.func) is cst.Attribute and dotted_name(node.func.value) == key:
+            if node.func.attr.value not in NOT_A_USE and node.func.attr.value not in DETACHING_METHODS:
+                return True  # x.sum(), x.matmul(w)
         if kind is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in DETACHING_METHODS:
             continue
         if kind is cst.Assign:  # the targets are written, not read
