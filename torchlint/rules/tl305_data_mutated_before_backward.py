@@ -206,9 +206,18 @@ for x, y in loader:
         if owners == () and not analysis.is_grad_leaf(cst.Name(key), ctx):
             # a plain tensor: the statement must compute an attached value from it
             value = getattr(stmt, "value", None)
-            if value is None or not analysis.is_attached(value, ctx):
+            if value is None or not (analysis.is_attached(value, ctx) or self._feeds_backward(stmt, ctx)):
                 return False
         return any(_reads(expr, key) for expr in analysis.own_expressions(stmt))
+
+    def _feeds_backward(self, stmt, ctx: Context) -> bool:
+        """Does the statement bind a name a ``backward()`` of the function differentiates
+        (``loss = (x @ w).pow(2).mean()`` before ``loss.backward()``)?"""
+        if type(stmt) not in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+            return False
+        targets = [t.target for t in stmt.targets] if type(stmt) is cst.Assign else [stmt.target]
+        keys = self.analysis.backpropagated_keys(ctx.scope)
+        return any(dotted_name(target) in keys for target in targets)
 
 
 def _data_target(stmt, analysis):
