@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from torchlint.analysis import Context, GradMode, dotted_name, last_part, name_words, strip_pass_through
+from torchlint.analysis import Context, GradMode, dotted_name, iter_expression_nodes, last_part, name_words, strip_pass_through
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
@@ -318,6 +318,9 @@ for epoch in range(epochs):
                 if called is not None and ctx.grad is GradMode.ENABLED and _same_model(called, key) \
                         and analysis.is_module(func, ctx):
                     return True
+                optimizer = analysis.stepped_optimizer(call, ctx)
+                if optimizer is not None and self._optimizes(optimizer, key, ctx):
+                    return True
                 callee = analysis.called_function(call, ctx)
                 if callee is None or not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
                     continue
@@ -325,6 +328,25 @@ for epoch in range(epochs):
                     return True
                 if any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
                     return True
+        return False
+
+    def _optimizes(self, optimizer, key: str, ctx: Context) -> bool:
+        """Was the stepped optimizer built over the model's parameters
+        (``Adam(self.net.parameters())``)?"""
+        analysis = self.analysis
+        name = dotted_name(optimizer)
+        if name is None:
+            return False
+        bindings = analysis.reaching_bindings(name, ctx) if not name.startswith("self.") else []
+        if name.startswith("self.") and ctx.scope.class_scope is not None:
+            bindings = list(ctx.scope.class_scope.bindings.get(name, ()))
+        for binding in bindings:
+            construction = analysis.optimizer_construction(binding)
+            if construction is not None and any(
+                (dotted_name(node) or "") == key or (dotted_name(node) or "").startswith(key + ".")
+                for node in iter_expression_nodes(construction) if type(node) in (cst.Name, cst.Attribute)
+            ):
+                return True
         return False
 
 
