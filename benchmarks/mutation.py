@@ -997,7 +997,7 @@ def sites_tl302(src: Source):
                             break
 
 
-# TL202 / TL305 (second wave) ---------------------------------------------------------------------
+# TL202 / TL204 / TL305 (second wave) ---------------------------------------------------------------------
 
 def _mode_call(stmt, mode: str) -> str | None:
     """The receiver of ``X.train()`` / ``X.train(True)`` (mode "train") or ``X.eval()`` (mode
@@ -1036,6 +1036,34 @@ def sites_tl202(src: Source):
             yield site(src, "TL202", "delete-train-call", stmt.lineno,
                        f"deleted `{short(src.segment(stmt))}` from a loop that calls `{model}.eval()`",
                        edits, [src.map_line(edits, e.lineno) for e in evals])
+
+
+def sites_tl204(src: Source):
+    """Delete ``model.eval()`` before a ``with torch.no_grad():`` block of the same block that
+    calls ``model``: inference then runs in whatever mode the model was left in."""
+    for node in ast.walk(src.tree):
+        for name in ("body", "orelse"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
+                continue
+            for i, stmt in enumerate(block):
+                model = _mode_call(stmt, "eval")
+                if model is None or not src.stmt_alone(stmt):
+                    continue
+                for later in block[i + 1:]:
+                    if isinstance(later, ast.Expr) and _mode_call(later, "train") == model:
+                        break
+                    if not (isinstance(later, (ast.With, ast.AsyncWith))
+                            and any(is_grad_off(item.context_expr) for item in later.items)):
+                        continue
+                    calls = [n for n in walk_scope(later) if isinstance(n, ast.Call) and dotted(n.func) == model]
+                    if not calls:
+                        continue
+                    edits = [(src.start(stmt), src.end(stmt), "pass" + "\n" * (stmt.end_lineno - stmt.lineno))]
+                    yield site(src, "TL204", "delete-eval-before-no-grad", stmt.lineno,
+                               f"deleted `{short(src.segment(stmt))}` before `{short(src.line_text(later.lineno).strip(), 40)}`",
+                               edits, [src.map_line(edits, call.lineno) for call in calls])
+                    break
 
 
 def _changes_data(node) -> bool:
@@ -1133,6 +1161,7 @@ OPERATORS = {
     "TL301": sites_tl301,
     "TL302": sites_tl302,
     "TL202": sites_tl202,
+    "TL204": sites_tl204,
     "TL305": sites_tl305,
     "TL401": sites_tl401,
     "TL402": sites_tl402,

@@ -191,7 +191,7 @@ for epoch in range(epochs):
         for stmt, ctx in analysis.statements_in_loop(loop):
             if ctx.scope is not loop.scope:
                 continue
-            for mode, key in self._switches(stmt, ctx, 0):
+            for mode, key in ModeSwitches(analysis).of_statement(stmt, ctx):
                 (evals if mode == "eval" else restored).append((stmt, ctx, key))
         reported = set()
         for stmt, ctx, key in evals:
@@ -207,61 +207,6 @@ for epoch in range(epochs):
             model = key or "the model"
             self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model),
                         self.FIX.format(model=key or "model"))
-
-    # ------------------------------------------------------------------ mode switches
-
-    def _switches(self, stmt, ctx: Context, depth: int) -> list[tuple[str, str | None]]:
-        """The mode switches running the statement makes: ("eval" / "train", model key in the
-        statement's own terms, None when unknown), its own and those of the module-defined
-        functions it calls (whose parameters are mapped to the call's arguments)."""
-        found = []
-        own = _switch_of(stmt)
-        if own is not None:
-            mode, receiver = own
-            key = dotted_name(strip_pass_through(receiver))
-            if not self._not_a_model(key, receiver, ctx):
-                found.append((mode, key))
-        if depth >= MAX_CALL_DEPTH or type(stmt) in (cst.FunctionDef, cst.ClassDef):
-            return found
-        analysis = self.analysis
-        for call in analysis.calls_in(stmt):
-            callee = analysis.called_function(call, ctx)
-            if callee is None or callee is ctx.scope:
-                continue
-            for inner, inner_ctx in callee.statements:
-                if inner_ctx.scope is not callee:
-                    continue
-                switches = self._switches(inner, inner_ctx, depth + 1)
-                if not switches or not self._may_run(call, callee, inner):
-                    continue
-                found.extend((mode, self._map_key(key, call, callee, ctx)) for mode, key in switches)
-        return found
-
-    def _may_run(self, call, callee, stmt) -> bool:
-        calls = self.analysis.calls_in(stmt)
-        return not calls or self.analysis.may_run_for(call, callee, calls[0])
-
-    def _map_key(self, key, call, callee, ctx: Context) -> str | None:
-        """A key of the callee's (``net``, ``self.model``) in the caller's terms."""
-        if key is None:
-            return None
-        root, dot, rest = key.partition(".")
-        arguments = passed_arguments(call, callee)
-        if root in arguments:
-            mapped = dotted_name(strip_pass_through(arguments[root]))
-            return mapped + dot + rest if mapped is not None else None
-        if root == "self" and type(call.func) is cst.Attribute:
-            owner = dotted_name(call.func.value)
-            return owner + dot + rest if owner is not None else None
-        binding = self.analysis.lookup(root, ctx)
-        if binding is not None and binding.ctx.scope is self.analysis.module_scope:
-            return key  # a global model
-        return None
-
-    def _not_a_model(self, key, receiver, ctx: Context) -> bool:
-        if key is not None and DATA_WORDS.intersection(name_words(last_part(key))):
-            return True  # Avalanche's dataset.eval()
-        return self.analysis.is_optimizer(receiver, ctx)  # schedule-free optimizers
 
     # ------------------------------------------------------------------ the loop
 
@@ -348,6 +293,73 @@ for epoch in range(epochs):
             ):
                 return True
         return False
+
+
+class ModeSwitches:
+    """Which models running a statement switches to ``.eval()`` / ``.train()``, through the
+    module-defined helpers it calls (shared with TL204)."""
+
+    def __init__(self, analysis) -> None:
+        self.analysis = analysis
+
+    def of_statement(self, stmt, ctx: Context, depth: int = 0) -> list[tuple[str, str | None]]:
+        """The mode switches running the statement makes: ("eval" / "train", model key in the
+        statement's own terms, None when unknown), its own and those of the module-defined
+        functions it calls (whose parameters are mapped to the call's arguments)."""
+        memo = self.analysis.module_scope._memo.setdefault("mode_switches", {})
+        if id(stmt) in memo:
+            return memo[id(stmt)]
+        memo[id(stmt)] = []  # recursion resolves to "none"
+        found = []
+        own = _switch_of(stmt)
+        if own is not None:
+            mode, receiver = own
+            key = dotted_name(strip_pass_through(receiver))
+            if not self._not_a_model(key, receiver, ctx):
+                found.append((mode, key))
+        if depth >= MAX_CALL_DEPTH or type(stmt) in (cst.FunctionDef, cst.ClassDef):
+            memo[id(stmt)] = found
+            return found
+        analysis = self.analysis
+        for call in analysis.calls_in(stmt):
+            callee = analysis.called_function(call, ctx)
+            if callee is None or callee is ctx.scope:
+                continue
+            for inner, inner_ctx in callee.statements:
+                if inner_ctx.scope is not callee:
+                    continue
+                switches = self.of_statement(inner, inner_ctx, depth + 1)
+                if not switches or not self._may_run(call, callee, inner):
+                    continue
+                found.extend((mode, self._map_key(key, call, callee, ctx)) for mode, key in switches)
+        memo[id(stmt)] = found
+        return found
+
+    def _may_run(self, call, callee, stmt) -> bool:
+        calls = self.analysis.calls_in(stmt)
+        return not calls or self.analysis.may_run_for(call, callee, calls[0])
+
+    def _map_key(self, key, call, callee, ctx: Context) -> str | None:
+        """A key of the callee's (``net``, ``self.model``) in the caller's terms."""
+        if key is None:
+            return None
+        root, dot, rest = key.partition(".")
+        arguments = passed_arguments(call, callee)
+        if root in arguments:
+            mapped = dotted_name(strip_pass_through(arguments[root]))
+            return mapped + dot + rest if mapped is not None else None
+        if root == "self" and type(call.func) is cst.Attribute:
+            owner = dotted_name(call.func.value)
+            return owner + dot + rest if owner is not None else None
+        binding = self.analysis.lookup(root, ctx)
+        if binding is not None and binding.ctx.scope is self.analysis.module_scope:
+            return key  # a global model
+        return None
+
+    def _not_a_model(self, key, receiver, ctx: Context) -> bool:
+        if key is not None and DATA_WORDS.intersection(name_words(last_part(key))):
+            return True  # Avalanche's dataset.eval()
+        return self.analysis.is_optimizer(receiver, ctx)  # schedule-free optimizers
 
 
 def _switch_of(stmt):

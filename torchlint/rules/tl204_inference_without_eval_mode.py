@@ -7,7 +7,7 @@ from torchlint.analysis.arguments import passed_arguments
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 from torchlint.rules.tl201_eval_without_no_grad import LOSS_NAME_RE
-from torchlint.rules.tl202_train_mode_not_restored import _same_model, _switch_of
+from torchlint.rules.tl202_train_mode_not_restored import ModeSwitches, _same_model, _switch_of
 
 # Methods that return the same module: `Net().to(device)` is still in training mode.
 SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
@@ -24,8 +24,18 @@ class InferenceWithoutEvalMode(Rule):
     a decorated prediction function) on a model that is still in training mode: a model this
     file builds with a module class (`model = Net()`, `self.net = nn.Sequential(...)`,
     through `.to(device)` and the like) or receives as an argument from a caller in this
-    file that built one, and that nothing in the file switches to `.eval()` (nor to
-    `.train()`: Monte-Carlo dropout switches dropout on deliberately).
+    file that built one, and that is certainly in training mode at the call: the last mode
+    switch before it in the same function (itself or through a helper of this file) is a
+    `.train()` followed by training (`backward()`, an optimizer step); or there is none, and
+    the file only ever switches the model to `.train()` for training (a `train()` function
+    calls `model.train()`, no function calls `model.eval()`); or nothing in the file switches
+    it at all and it was built here with a module class (a model starts in training mode). A
+    `.train()` with no training after it is deliberate (Monte-Carlo dropout) and not
+    reported. A model built here and never switched is reported only when it has a layer
+    whose output depends on the mode: dropout, batch norm, transformer layers, RNNs built
+    with `dropout=`, seen in the construction or in the classes of this file it builds (a
+    model of plain linear layers computes the same in both modes); calling `.train()` on a
+    model is taken as its author's word that the mode matters.
 
     ## Why is this bad?
     `no_grad` only stops autograd from recording; it does not change what the layers
@@ -41,10 +51,10 @@ class InferenceWithoutEvalMode(Rule):
     files and on frameworks (a trainer that calls `.eval()` before its validation hook), so
     only models whose whole story is in one file are judged. Not reported: models loaded by
     factories (`from_pretrained` returns a model in eval mode; `torch.load` keeps the saved
-    mode; `build_model(cfg)` is unknown), models any statement of the file switches with
-    `.eval()` / `.train(...)`, calls inside `nn.Module` methods (a frozen backbone in
-    `forward` follows its parent's mode) or inside hooks a framework calls, and arguments
-    whose callers are in other files.
+    mode; `build_model(cfg)` is unknown), models switched to `.eval()` anywhere in the file
+    but not before the call in its own function (the order of calls is unknown), calls
+    inside `nn.Module` methods (a frozen backbone in `forward` follows its parent's mode) or
+    inside hooks a framework calls, and arguments whose callers are in other files.
     """
 
     CODE = "TL204"
@@ -86,6 +96,17 @@ def predict(model, loader):
 classifier = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.Flatten(), nn.LazyLinear(10)).to(device)
 train(classifier, train_loader)
 probabilities = predict(classifier, test_loader)
+""",
+        """\
+net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
+for epoch in range(epochs):
+    net.train()
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        optimizer.step()
+with torch.no_grad():
+    correct = sum((net(x).argmax(1) == y).sum().item() for x, y in test_loader)  # expect: TL204
 """,
     ]
     VALID = [
@@ -167,32 +188,80 @@ class Student(nn.Module):
                 key = dotted_name(func)
                 if key is None or key == "self" or key in reported or LOSS_NAME_RE.search(last_part(key)):
                     continue
-                if not analysis.is_module(func, ctx) or self._mode_set(key):
+                if not analysis.is_module(func, ctx):
                     continue
-                if not self._built_in_training_mode(key, ctx, 0):
+                if not self._in_training_mode(key, ctx, scope):
                     continue
                 reported.add(key)
                 self.report(stmt, self.MESSAGE.format(call=self.code(call, 40), model=key), self.FIX.format(model=key))
 
-    def _switched_keys(self) -> list[str | None]:
-        """The models every mode switch of the file names (None: unknown)."""
+    def _in_training_mode(self, key: str, ctx: Context, scope) -> bool:
+        """Is the model certainly in training mode at the call (see the rule's documentation)?"""
+        last = self._last_switch(scope, key, ctx.order)
+        if last is not None:
+            # eval mode here, or `.train()` with no training after it (Monte-Carlo dropout)
+            return last[1] == "train" and self._trains_between(scope, last[0], ctx.order)
+        switches = self._file_switches(self._names_of(key, ctx))
+        if any(mode == "eval" for mode, _ in switches):
+            return False  # switched to eval somewhere: the order relative to the call is unknown
+        if switches:
+            # only ever switched to `.train()`, for training: it is never in eval mode
+            analysis = self.analysis
+            return any(analysis.backpropagates(where.scope) or analysis.steps_optimizer(where.scope)
+                       for _, where in switches)
+        return self._built_in_training_mode(key, ctx, 0)
+
+    def _names_of(self, key: str, ctx: Context) -> set:
+        """The model's key and, for a parameter, the keys its callers in this file pass."""
+        names = {key}
+        binding = self.analysis.lookup(key, ctx) if "." not in key else None
+        if binding is not None and binding.kind == "param":
+            for call, _ in self.analysis.callers_of(binding.ctx.scope):
+                argument = passed_arguments(call, binding.ctx.scope).get(key)
+                names.add(dotted_name(argument) if argument is not None else None)
+        return names
+
+    def _file_switches(self, names: set) -> list:
+        """(mode, context) of every statement of the file that switches one of the models
+        named (an unknown receiver, or an unknown caller argument, matches any)."""
         memo = self.analysis.module_scope._memo
-        if "tl204_switched" not in memo:
-            memo["tl204_switched"] = [
-                dotted_name(switch[1])
+        if "tl204_file_switches" not in memo:
+            memo["tl204_file_switches"] = [
+                (switch[0], dotted_name(switch[1]), ctx)
                 for statements in self.analysis.statements_by_type.values()
-                for stmt, _ in statements
+                for stmt, ctx in statements
                 for switch in (_switch_of(stmt),) if switch is not None
             ]
-        return memo["tl204_switched"]
+        return [
+            (mode, ctx) for mode, switched, ctx in memo["tl204_file_switches"]
+            if any(_same_model(switched, name) or (switched and name and last_part(switched) == last_part(name))
+                   for name in names)
+        ]
 
-    def _mode_set(self, key: str) -> bool:
-        """Does any statement of the file switch a model of that name (``model``,
-        ``self.model``) to ``.eval()`` or ``.train(...)``?"""
-        tail = last_part(key)
+    def _last_switch(self, scope, key: str, order: int) -> tuple[int, str] | None:
+        """(order, "eval" / "train") of the last statement of the scope before ``order`` that
+        switches the model's mode (itself or through a helper of this file), or None."""
+        memo = scope._memo
+        if "tl204_switches" not in memo:
+            modes = ModeSwitches(self.analysis)
+            memo["tl204_switches"] = [
+                (ctx.order, mode, switched)
+                for stmt, ctx in scope.statements if ctx.scope is scope and type(stmt) is not cst.FunctionDef
+                for mode, switched in modes.of_statement(stmt, ctx)
+            ]
+        before = [(at, mode) for at, mode, switched in memo["tl204_switches"] if at < order and _same_model(switched, key)]
+        return max(before) if before else None
+
+    def _trains_between(self, scope, start: int, end: int) -> bool:
+        """Does a statement of the scope between the two orders backpropagate or step an
+        optimizer (the `.train()` before it was for training, not for sampling)?"""
+        analysis = self.analysis
         return any(
-            switched is None or _same_model(switched, key) or last_part(switched) == tail
-            for switched in self._switched_keys()
+            start < ctx.order < end and (
+                analysis.statement_backpropagates(stmt, ctx)
+                or any(analysis.stepped_optimizer(call, ctx) is not None for call in analysis.calls_in(stmt))
+            )
+            for stmt, ctx in scope.statements if ctx.scope is scope
         )
 
     def _built_in_training_mode(self, key: str, ctx: Context, depth: int) -> bool:
@@ -216,7 +285,7 @@ class Student(nn.Module):
         for call, caller_ctx in analysis.callers_of(scope):
             argument = passed_arguments(call, scope).get(key)
             argument_key = dotted_name(argument) if argument is not None else None
-            if argument_key is None or self._mode_set(argument_key):
+            if argument_key is None:
                 continue
             if self._built_in_training_mode(argument_key, caller_ctx, depth + 1):
                 return True
