@@ -54,7 +54,10 @@ class InferenceWithoutEvalMode(Rule):
     mode; `build_model(cfg)` is unknown), models switched to `.eval()` anywhere in the file
     but not before the call in its own function (the order of calls is unknown), calls
     inside `nn.Module` methods (a frozen backbone in `forward` follows its parent's mode) or
-    inside hooks a framework calls, and arguments whose callers are in other files.
+    inside hooks a framework calls, arguments whose callers are in other files, and forward
+    passes without grad inside a training step (the loop around them backpropagates in its
+    own body: features cached for gradient accumulation, a teacher's outputs for
+    distillation, where training mode may be intended).
     """
 
     CODE = "TL204"
@@ -159,6 +162,15 @@ class Student(nn.Module):
             features = self.teacher(x)
         return self.head(features)
 """,
+        """\
+model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
+for x, y in loader:
+    with torch.no_grad():
+        cached = model(x)  # features for the accumulation pass, in training mode on purpose
+    loss = contrastive(model(x), cached)
+    loss.backward()
+    optimizer.step()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -188,12 +200,29 @@ class Student(nn.Module):
                 key = dotted_name(func)
                 if key is None or key == "self" or key in reported or LOSS_NAME_RE.search(last_part(key)):
                     continue
-                if not analysis.is_module(func, ctx):
+                if not analysis.is_module(func, ctx) or self._in_training_step(ctx):
                     continue
                 if not self._in_training_mode(key, ctx, scope):
                     continue
                 reported.add(key)
                 self.report(stmt, self.MESSAGE.format(call=self.code(call, 40), model=key), self.FIX.format(model=key))
+
+    def _in_training_step(self, ctx: Context) -> bool:
+        """Is the call part of a training step: does its innermost loop backpropagate or step
+        an optimizer in its own body? A forward pass without grad there (features cached for
+        gradient accumulation, a teacher's or target network's outputs) runs in training mode
+        by design, or at least not by oversight."""
+        loops = ctx.visible_loops
+        if not loops:
+            return False
+        loop, analysis = loops[-1], self.analysis
+        return any(
+            inner.loop is loop and (
+                analysis.statement_backpropagates(stmt, inner)
+                or any(analysis.stepped_optimizer(call, inner) is not None for call in analysis.calls_in(stmt))
+            )
+            for stmt, inner in analysis.statements_in_loop(loop)
+        )
 
     def _in_training_mode(self, key: str, ctx: Context, scope) -> bool:
         """Is the model certainly in training mode at the call (see the rule's documentation)?"""
