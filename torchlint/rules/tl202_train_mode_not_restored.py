@@ -17,11 +17,11 @@ LAST_PASS_RE = re.compile(r"(==|>=).*[-+]\s*1\b|[-+]\s*1\b.*(==|>=)|\b\w*(last|f
 class TrainModeNotRestored(Rule):
     """
     ## What it does
-    Finds loops that train a model (step an optimizer, directly or through a helper they
-    call) and switch that model to evaluation mode for validation
-    (`model.eval()`, `model.train(False)`, or a helper such as `validate(model, loader)` that
-    calls `.eval()` on it), without anything in the loop switching it back: no
-    `model.train()` at the top of the loop, after the validation, in the training helper the
+    Finds loops that train a model and switch it to evaluation mode for validation without
+    switching it back. Training is stepping an optimizer, directly or through a helper the
+    loop calls; the switch is `model.eval()`, `model.train(False)`, or a helper such as
+    `validate(model, loader)` that calls `.eval()` on it; and nothing in the loop restores
+    the mode: no `model.train()` at the top of the loop, after the validation, in the training helper the
     loop calls (`train_one_epoch(model, ...)` calling `model.train()`), or at the end of the
     validation helper. Helpers defined in the same file are followed (to a bounded depth),
     with their parameters mapped to the arguments of the call and literal arguments deciding

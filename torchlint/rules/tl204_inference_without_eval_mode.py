@@ -21,7 +21,7 @@ class InferenceWithoutEvalMode(Rule):
     """
     ## What it does
     Finds forward passes run with autograd off (`torch.no_grad()`, `torch.inference_mode()`,
-    a decorated prediction function) on a model that is still in training mode: a model this
+    a decorated prediction function) on a model still in training mode. The model is one this
     file builds with a module class (`model = Net()`, `self.net = nn.Sequential(...)`,
     through `.to(device)` and the like) or receives as an argument from a caller in this
     file that built one, and that is certainly in training mode at the call: the last mode

@@ -21,7 +21,7 @@ class DatasetItemMutatedInPlace(InPlaceMutationRule):
     """
     ## What it does
     Finds `__getitem__` methods of `Dataset` classes that change the dataset's stored data in
-    place: an in-place tensor method (`x.mul_(...)`, `x.sub_(mean)`), an augmented assignment
+    place. The change is an in-place tensor method (`x.mul_(...)`, `x.sub_(mean)`), an augmented assignment
     (`x -= mean`, `x /= 255`) or an item assignment (`x[0] = 0`) on a value that is the stored
     data itself or a view of it (`x = self.data[i]`, `x = self.images[i].view(-1)`), or directly
     on `self.data[i]` (`self.data[i] += noise`). Augmented and item assignments count where

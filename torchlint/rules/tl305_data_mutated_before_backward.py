@@ -13,7 +13,7 @@ class DataMutatedBeforeBackward(InPlaceMutationRule):
     """
     ## What it does
     Finds tensors changed through `.data` between the forward pass that used them and the
-    `backward()` that differentiates that forward pass: in-place methods on `x.data`
+    `backward()` that differentiates that forward pass. The change is an in-place method on `x.data`
     (`x.data.add_(...)`, `p.data.mul_(...)`, `p.data[:, 0].zero_()`), item and augmented
     assignments (`x.data[i] = v`, `w.data -= u`) and rebinding (`p.data = new`). A forward
     pass uses the tensor when a statement with grad enabled computes with it directly
