@@ -65,6 +65,17 @@ def _assert_markers(rule, source: str) -> None:
                     score = metric(model(val_x), val_y)
         """, id="eval-every-n-steps-inside-the-step-loop"),
     pytest.param("""
+        model.train()
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                F.mse_loss(model(x), y).backward()
+                optimizer.step()
+            if (epoch + 1) % 5 == 0:
+                model.eval()  # expect: TL202
+                evaluate(model)
+        """, id="periodic-validation-is-not-the-last-pass"),
+    pytest.param("""
         for epoch in range(epochs):
             generator.train()
             for z, real in loader:

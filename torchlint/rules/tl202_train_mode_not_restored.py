@@ -236,7 +236,10 @@ for epoch in range(epochs):
         """Does the switch run only on the last pass: under ``if epoch == epochs - 1:`` or
         followed by ``break`` / ``return`` in its block?"""
         analysis = self.analysis
-        if any(positive and LAST_PASS_RE.search(text) for text, positive in analysis.branch_conditions(stmt, ctx.scope)):
+        if any(
+            positive and "%" not in text and LAST_PASS_RE.search(text)  # `(epoch + 1) % 5 == 0` repeats
+            for text, positive in analysis.branch_conditions(stmt, ctx.scope)
+        ):
             return True
         found = analysis.straight_line(stmt, ctx)
         if found is None:
