@@ -188,10 +188,11 @@ for epoch in range(epochs):
         if loop is None or not self._trains(loop):
             return
         evals, restored = [], []
+        modes = ModeSwitches(analysis)
         for stmt, ctx in analysis.statements_in_loop(loop):
             if ctx.scope is not loop.scope:
                 continue
-            for mode, key in ModeSwitches(analysis).of_statement(stmt, ctx):
+            for mode, key in modes.of_statement(stmt, ctx):
                 (evals if mode == "eval" else restored).append((stmt, ctx, key))
         reported = set()
         for stmt, ctx, key in evals:
@@ -204,9 +205,8 @@ for epoch in range(epochs):
             if key is not None and self._built_in_loop(key, loop):
                 continue  # a fresh model every iteration starts in training mode
             reported.add(id(stmt))
-            model = key or "the model"
-            self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model),
-                        self.FIX.format(model=key or "model"))
+            model = key or "model"  # `models[i].eval()`: the receiver has no name
+            self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model), self.FIX.format(model=model))
 
     # ------------------------------------------------------------------ the loop
 

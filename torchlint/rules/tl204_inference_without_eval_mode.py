@@ -63,8 +63,8 @@ class InferenceWithoutEvalMode(Rule):
     CODE = "TL204"
     NAME = "inference-without-eval-mode"
     MESSAGE = (
-        "`{call}` runs `{model}` with autograd off but `{model}` is never switched to `.eval()`: dropout "
-        "stays active and batch norm uses and updates batch statistics"
+        "`{call}` runs `{model}` with autograd off while `{model}` is in training mode: dropout stays "
+        "active and batch norm uses and updates batch statistics"
     )
     FIX = "call `{model}.eval()` before inference (and `{model}.train()` before training resumes)"
     TOKENS = ("no_grad", "inference_mode", "set_grad_enabled")
