@@ -997,6 +997,162 @@ def sites_tl302(src: Source):
                             break
 
 
+# TL202 / TL204 / TL305 (second wave) ---------------------------------------------------------------------
+
+def _mode_call(stmt, mode: str) -> str | None:
+    """The receiver of ``X.train()`` / ``X.train(True)`` (mode "train") or ``X.eval()`` (mode
+    "eval") when the statement is that call alone."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == mode):
+        return None
+    args = stmt.value.args
+    if mode == "eval" and args:
+        return None
+    if mode == "train" and args and not (isinstance(args[0], ast.Constant) and args[0].value is True):
+        return None
+    return dotted(stmt.value.func.value)
+
+
+def sites_tl202(src: Source):
+    """Delete the only ``model.train()`` of a loop that steps an optimizer and also calls
+    ``model.eval()`` itself: the mode is then never restored after the first validation."""
+    for loop in ast.walk(src.tree):
+        if not isinstance(loop, LOOPS) or runs_once(loop):
+            continue
+        nodes = [n for s in loop.body for n in walk_scope(s)]
+        if not any(is_step_call(n) for n in nodes):
+            continue
+        statements = [n for n in nodes if isinstance(n, ast.stmt)]
+        for stmt in statements:
+            model = _mode_call(stmt, "train")
+            if model is None or not src.stmt_alone(stmt):
+                continue
+            evals = [e for e in statements if _mode_call(e, "eval") == model]
+            others = [n for n in nodes if isinstance(n, ast.Call) and call_name(n) == "train"
+                      and receiver_text(n) == model and n is not stmt.value]
+            if not evals or others:
+                continue  # no validation in this loop, or another .train() still restores
+            edits = [(src.start(stmt), src.end(stmt), "pass" + "\n" * (stmt.end_lineno - stmt.lineno))]
+            yield site(src, "TL202", "delete-train-call", stmt.lineno,
+                       f"deleted `{short(src.segment(stmt))}` from a loop that calls `{model}.eval()`",
+                       edits, [src.map_line(edits, e.lineno) for e in evals])
+
+
+def sites_tl204(src: Source):
+    """Delete ``model.eval()`` before a ``with torch.no_grad():`` block of the same block that
+    calls ``model``: inference then runs in whatever mode the model was left in."""
+    for node in ast.walk(src.tree):
+        for name in ("body", "orelse"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
+                continue
+            for i, stmt in enumerate(block):
+                model = _mode_call(stmt, "eval")
+                if model is None or not src.stmt_alone(stmt):
+                    continue
+                for later in block[i + 1:]:
+                    if isinstance(later, ast.Expr) and _mode_call(later, "train") == model:
+                        break
+                    if not (isinstance(later, (ast.With, ast.AsyncWith))
+                            and any(is_grad_off(item.context_expr) for item in later.items)):
+                        continue
+                    calls = [n for n in walk_scope(later) if isinstance(n, ast.Call) and dotted(n.func) == model]
+                    if not calls:
+                        continue
+                    edits = [(src.start(stmt), src.end(stmt), "pass" + "\n" * (stmt.end_lineno - stmt.lineno))]
+                    yield site(src, "TL204", "delete-eval-before-no-grad", stmt.lineno,
+                               f"deleted `{short(src.segment(stmt))}` before `{short(src.line_text(later.lineno).strip(), 40)}`",
+                               edits, [src.map_line(edits, call.lineno) for call in calls])
+                    break
+
+
+def _changes_data(node) -> bool:
+    """``X.data.op_(...)``, ``X.data -= ...``, ``X.data = ...``, ``X.data[i] = ...``."""
+    def is_data(expr):
+        while isinstance(expr, ast.Subscript):
+            expr = expr.value
+        return isinstance(expr, ast.Attribute) and expr.attr == "data"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+            and not node.func.attr.startswith("_") and is_data(node.func.value):
+        return True
+    if isinstance(node, ast.AugAssign):
+        return is_data(node.target)
+    if isinstance(node, ast.Assign):
+        return any(is_data(t) for t in node.targets)
+    return False
+
+
+def _forward_uses(statements) -> set[str]:
+    """Names the statements before ``backward()`` compute with: plain names, and the modules
+    they call (``model`` for ``model(x)``, ``self.net`` for ``self.net.forward(x)``)."""
+    used = set()
+    for stmt in statements:
+        for node in walk_scope(stmt):
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.Call):
+                func = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr == "forward" else node.func
+                name = dotted(func)
+                if name is not None:
+                    used.add(name)
+    return used
+
+
+def _data_owner(change, stmt) -> str | None:
+    """What a ``.data`` change belongs to: the tensor's name, or for the loop variable of ``for p
+    in M.parameters()`` / ``named_parameters()`` inside ``stmt``, the module ``M``."""
+    if isinstance(change, ast.Call):
+        target = change.func.value
+    elif isinstance(change, ast.AugAssign):
+        target = change.target
+    else:
+        target = next(t for t in change.targets if isinstance(t, (ast.Attribute, ast.Subscript)))
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    tensor = dotted(target.value) if isinstance(target, ast.Attribute) else None
+    if tensor is None:
+        return None
+    for node in walk_scope(stmt):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and call_name(node.iter) in (
+                "parameters", "named_parameters"):
+            names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            if tensor in names:
+                return receiver_text(node.iter)
+    return tensor
+
+
+def sites_tl305(src: Source):
+    """Move a statement that changes parameters through ``.data`` after ``backward()`` (a
+    manual SGD step, weight clipping, a noise injection) to just before that ``backward()``,
+    in the same block of a loop body."""
+    for loop in ast.walk(src.tree):
+        if not isinstance(loop, LOOPS) or runs_once(loop):
+            continue
+        block = loop.body
+        backward = next((i for i, s in enumerate(block)
+                         if isinstance(s, ast.Expr) and _contains(s, is_backward_call)), None)
+        if backward is None or not src.stmt_alone(block[backward]):
+            continue
+        used = _forward_uses(block[:backward])
+        for stmt in block[backward + 1:]:
+            changes = [n for n in walk_scope(stmt) if _changes_data(n) and _data_owner(n, stmt) in used]
+            if not changes or not src.stmt_alone(stmt) or _contains(stmt, is_backward_call):
+                continue
+            cut = (src.line_start(stmt.lineno), src.line_start(stmt.end_lineno + 1))
+            moved = src.text[cut[0]:cut[1]]
+            if not moved.endswith("\n"):
+                continue
+            back = block[backward]
+            pos = src.line_start(back.lineno)
+            delete = (cut[0], cut[1], "")
+            first = src.mut_line([delete], pos)
+            accept = [first + n.lineno - stmt.lineno for n in changes]
+            yield site(src, "TL305", "move-data-change-before-backward", stmt.lineno,
+                       f"moved `{short(src.segment(stmt), 50)}` before `{short(src.segment(back), 40)}`",
+                       [delete, (pos, pos, moved)], accept)
+            break  # one mutant per loop
+
+
 OPERATORS = {
     "TL101": sites_tl101,
     "TL102": sites_tl102,
@@ -1004,12 +1160,18 @@ OPERATORS = {
     "TL201": sites_tl201,
     "TL301": sites_tl301,
     "TL302": sites_tl302,
+    "TL202": sites_tl202,
+    "TL204": sites_tl204,
+    "TL305": sites_tl305,
     "TL401": sites_tl401,
     "TL402": sites_tl402,
     "TL501": sites_tl501,
     "TL502": sites_tl502,
 }
-NOT_COVERED = {"TL403": "no operator: a reusable-buffer site cannot be recognised generically (see mutation.md)"}
+NOT_COVERED = {
+    "TL403": "no operator: a reusable-buffer site cannot be recognised generically (see mutation.md)",
+    "TL304": "no operator: no __getitem__ in the corpora copies stored data before changing it in place (see mutation.md)",
+}
 
 
 # ----------------------------------------------------------------------------- files

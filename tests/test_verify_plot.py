@@ -15,6 +15,10 @@ FIRST_PANEL = {
     "TL102": {"live_bytes", "graph_nodes"},
     "TL103": {"outcome", "live_bytes"},  # the second backward raises; retain_graph: memory grows
     "TL201": {"peak_bytes"},
+    "TL202": {"training_flag"},
+    "TL204": {"output_diff"},
+    "TL304": {"item_drift"},
+    "TL305": {"grad_error"},
     "TL301": {"outcome"},
     "TL302": {"outcome"},
     "TL401": {"wall_time_per_step"},

@@ -122,3 +122,26 @@ def _statement_of(call, scope, analysis):
             id(inner): stmt for stmt, ctx in scope.statements if ctx.scope is scope for inner in analysis.calls_in(stmt)
         }
     return index.get(id(call))
+
+
+def passed_arguments(call, callee) -> dict:
+    """The argument expressions a call passes to ``callee``'s parameters, by position or
+    keyword (``{"model": <net>}`` for ``validate(net, loader)`` of ``def validate(model,
+    loader)``); parameters left to their defaults or hidden behind ``*args`` are absent."""
+    params = callee.node.params
+    positional = [*params.posonly_params, *params.params]
+    if callee.parent is not None and callee.parent.kind == "class" and type(call.func) is cst.Attribute:
+        positional = positional[1:]  # self / cls
+    passed = {}
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            if arg.star == "*":
+                index = len(positional)  # later positions are unknown
+            continue
+        if arg.keyword is not None:
+            passed[arg.keyword.value] = arg.value
+        elif index < len(positional):
+            passed[positional[index].name.value] = arg.value
+            index += 1
+    return passed

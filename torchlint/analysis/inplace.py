@@ -251,3 +251,28 @@ class InPlaceQueries:
             scope._memo["last_backward"] = last
         return scope._memo["last_backward"]
 
+
+
+def parameters_owner(iterable, element: tuple[int, ...]) -> str | None:
+    """The module whose parameters a loop target at ``element`` of ``for ... in iterable``
+    receives: ``model`` for ``for p in model.parameters()``, ``for n, p in
+    model.named_parameters()``, ``for a, b in zip(m1.parameters(), m2.parameters())`` (``m2``
+    for ``b``), through ``list`` / ``enumerate`` / ``filter``; None when the loop does not go
+    over one module's parameters (an optimizer's ``group["params"]``, a plain list)."""
+    if type(iterable) is not cst.Call:
+        return None
+    func, arguments = iterable.func, call_arguments(iterable)
+    if type(func) is cst.Attribute and func.attr.value in ("parameters", "named_parameters"):
+        if element != (() if func.attr.value == "parameters" else (1,)):
+            return None
+        return dotted_name(func.value)
+    name = dotted_name(func)
+    if name in ("list", "tuple", "reversed", "sorted") and arguments:
+        return parameters_owner(arguments[0], element)
+    if name == "filter" and len(arguments) == 2:
+        return parameters_owner(arguments[1], element)
+    if name == "enumerate" and arguments and element[:1] == (1,):
+        return parameters_owner(arguments[0], element[1:])
+    if name == "zip" and element and 0 <= element[0] < len(arguments):
+        return parameters_owner(arguments[element[0]], element[1:])
+    return None

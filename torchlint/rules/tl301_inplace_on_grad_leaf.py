@@ -27,8 +27,9 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     ## Known problems
     Not reported under `torch.no_grad()` / `torch.inference_mode()` (blocks, decorators such as
     `@torch.no_grad()` on an optimizer's `step` or an `init_weights`, functions every caller
-    of which runs with grad disabled), on `p.data`, `p.grad` or `p.detach()` (those are
-    allowed), for `torch.nn.init.*_` functions (they disable grad themselves), and for
+    of which runs with grad disabled), on `p.data`, `p.grad` or `p.detach()` (autograd
+    allows those; `.data` is not the fix, though: it hides the change from autograd, and
+    between a forward pass and its `backward()` gives silently wrong gradients, see TL305), for `torch.nn.init.*_` functions (they disable grad themselves), and for
     parameters whose `requires_grad` the module switches off anywhere
     (`ema.requires_grad_(False)`, `p.requires_grad = False`, or any flag that is not a literal
     `True`). Leaves reached only through calls (`get_weight().add_(1)`), `setattr`, or
@@ -38,7 +39,7 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     CODE = "TL301"
     NAME = "inplace-on-grad-leaf"
     MESSAGE = "`{stmt}` modifies `{leaf}`, a leaf tensor that requires grad, in place while autograd is recording"
-    FIX = "do the update under `with torch.no_grad():` (or on `{leaf}.data`); initialise with `torch.nn.init` functions"
+    FIX = "do the update under `with torch.no_grad():`; initialise with `torch.nn.init` functions"
     TOKENS = ("requires_grad", "Parameter", "parameters", "param_groups", ".weight", ".bias")
     CLAIM = (
         "the bad program raises a RuntimeError about a leaf Variable used in an in-place operation; "

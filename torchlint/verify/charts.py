@@ -20,6 +20,12 @@ Panel kinds (the ``metric`` of a panel):
 - ``param_delta``: how far the parameters moved, per step when recorded per step, else per run.
 - ``applied_vs_sum`` / ``applied_vs_last``: at each accumulated step, how far the applied gradient
   is from the sum of the window's micro-batch gradients, and from the last micro-batch's alone.
+- ``training_flag``, ``bn_mean_change``, ``output_diff``, ``item_drift``, ``array_drift``,
+  ``grad_error``: figures the fixture records once per step (or epoch, or call) for the claims
+  that are about behaviour, not memory: the model's mode flag at each training step, how far
+  batch norm's running mean moved, how far two identical inference calls differ, how far a
+  dataset's stored item drifted from its original value, how far a gradient is from the
+  correct one.
 - ``outcome``: whether each ``run(n)`` completed or raised, the exception, and the step it
   happened at.
 - ``text``: no measurement to draw (``needs-cuda``, or an error before measuring).
@@ -247,6 +253,36 @@ def param_delta(record: dict[str, Any]) -> Panel:
                  "‖θ − θ₀‖ (L2)", series, note)
 
 
+def training_flag(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "training_flag", "the model's mode at each training step",
+                           "model.training (1 = training mode)")
+
+
+def bn_mean_change(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "bn_mean_change", "how far batch norm's running mean moved",
+                           "max |change| of running_mean")
+
+
+def output_diff(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "output_diff", "two identical inference calls: difference of the outputs",
+                           "max |output 1 - output 2|")
+
+
+def item_drift(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "item_drift", "stored tensor item 0 vs. its original value, per epoch",
+                           "max |item - original|")
+
+
+def array_drift(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "array_drift", "stored NumPy row 0 vs. its original value, per epoch",
+                           "max |row - original|")
+
+
+def grad_error(record: dict[str, Any]) -> Panel:
+    return _per_step_panel(record, "grad_error", "gradient from backward() vs. the correct gradient",
+                           "max |grad - correct grad|")
+
+
 def raise_step(steps: list[int], raised: list[bool]) -> str:
     """Where the first exception happened, from which step counts completed and which raised."""
     if True not in raised:
@@ -297,6 +333,12 @@ _BUILDERS = {
     "param_delta": param_delta,
     "applied_vs_sum": applied_vs_sum,
     "applied_vs_last": applied_vs_last,
+    "training_flag": training_flag,
+    "bn_mean_change": bn_mean_change,
+    "output_diff": output_diff,
+    "item_drift": item_drift,
+    "array_drift": array_drift,
+    "grad_error": grad_error,
     "outcome": outcome,
 }
 PANEL_KINDS = frozenset(_BUILDERS)

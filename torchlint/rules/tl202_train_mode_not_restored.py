@@ -1,0 +1,386 @@
+from __future__ import annotations
+
+import re
+
+from torchlint.analysis import Context, GradMode, dotted_name, iter_expression_nodes, last_part, name_words, strip_pass_through
+from torchlint.analysis.arguments import passed_arguments
+from torchlint.analysis.summaries import MAX_CALL_DEPTH
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+from torchlint.rules.tl201_eval_without_no_grad import DATA_WORDS, _mode_switch
+
+# `if epoch == epochs - 1:` / `if epoch + 1 == num_epochs:` / `if is_last_epoch:`: evaluation
+# that runs only on the last pass, after which nothing trains.
+LAST_PASS_RE = re.compile(r"(==|>=).*[-+]\s*1\b|[-+]\s*1\b.*(==|>=)|\b\w*(last|final)\w*\b", re.I)
+
+
+class TrainModeNotRestored(Rule):
+    """
+    ## What it does
+    Finds loops that train a model and switch it to evaluation mode for validation without
+    switching it back. Training is stepping an optimizer, directly or through a helper the
+    loop calls; the switch is `model.eval()`, `model.train(False)`, or a helper such as
+    `validate(model, loader)` that calls `.eval()` on it; and nothing in the loop restores
+    the mode: no `model.train()` at the top of the loop, after the validation, in the training helper the
+    loop calls (`train_one_epoch(model, ...)` calling `model.train()`), or at the end of the
+    validation helper. Helpers defined in the same file are followed (to a bounded depth),
+    with their parameters mapped to the arguments of the call and literal arguments deciding
+    branches (`run_epoch(model, loader, train=True)` reaches the `model.train()` under
+    `if train:`).
+
+    ## Why is this bad?
+    `.eval()` stays in force until `.train()` is called. From the second epoch on the model
+    trains in evaluation mode: dropout is off (no regularisation) and batch norm normalises
+    with its frozen running statistics instead of the batch's, and never updates them. The
+    program runs, the loss goes down, and nothing warns. Measured on CPU with a two-epoch
+    loop over a model with dropout and batch norm: the model's `training` flag was True,
+    True in the first epoch's steps and False, False in the second's, and the batch-norm
+    running mean stopped changing after the first validation.
+
+    ## Known problems
+    Not reported: a `.train()` anywhere in the loop (also `.train(mode)` with a variable,
+    which may restore), evaluation that runs only on the last pass (under `if epoch ==
+    epochs - 1:` or a test naming the last / final pass, or followed by `break` / `return`),
+    models the loop does not train (a DQN target network switched to `.eval()` and only
+    called under `no_grad`), models built afresh in every iteration, loops that backpropagate
+    without stepping an optimizer (gradient inspection), and `.eval()` on datasets or optimizers. A loop that restores
+    the mode through a helper in another file (a framework's `fit`) is assumed not to: such
+    code calls `.eval()` through the framework too, which is not followed either.
+    """
+
+    CODE = "TL202"
+    NAME = "train-mode-not-restored"
+    MESSAGE = (
+        "`{stmt}` switches `{model}` to evaluation mode inside a loop that trains it, and nothing in the "
+        "loop switches it back: from the next iteration on it trains with dropout off and batch norm frozen"
+    )
+    FIX = "call `{model}.train()` at the top of the loop (or at the end of the validation)"
+    TOKENS = (".eval(", ".train(False)")
+    CLAIM = (
+        "the model's `training` flag is False during every training step after the first validation "
+        "(True in every step of the good program), and batch-norm running statistics stop changing"
+    )
+
+    INVALID = [
+        """\
+model.train()
+for epoch in range(epochs):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    model.eval()  # expect: TL202
+    with torch.no_grad():
+        val_loss = sum(F.cross_entropy(model(x), y).item() for x, y in val_loader)
+""",
+        """\
+def validate(net, loader):
+    net.eval()
+    with torch.no_grad():
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in loader)
+
+def fit(model, optimizer, train_loader, val_loader, epochs):
+    model.train()
+    for epoch in range(epochs):
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        accuracy = validate(model, val_loader)  # expect: TL202
+""",
+    ]
+    VALID = [
+        """\
+for epoch in range(epochs):
+    model.train()
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        val_loss = sum(F.cross_entropy(model(x), y).item() for x, y in val_loader)
+""",
+        """\
+def train_one_epoch(model, loader, optimizer):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum(F.cross_entropy(model(x), y).item() for x, y in loader)
+
+for epoch in range(epochs):
+    train_one_epoch(model, train_loader, optimizer)
+    val_loss = evaluate(model, val_loader)
+""",
+        """\
+def validate(model, loader):
+    model.eval()
+    try:
+        with torch.no_grad():
+            return sum(model(x).sum().item() for x in loader)
+    finally:
+        model.train()
+
+for step, (x, y) in enumerate(loader):
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    if step % 100 == 0:
+        validate(model, val_loader)
+""",
+        """\
+for epoch in range(epochs):
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+    if epoch == epochs - 1:
+        model.eval()
+        test(model)
+""",
+        """\
+for step in range(steps):
+    state, reward = env.step(policy(state))
+    loss = policy_loss(policy, state, reward)
+    loss.backward()
+    optimizer.step()
+    if step % sync_every == 0:
+        target_net.load_state_dict(policy.state_dict())
+        target_net.eval()
+""",
+        """\
+def show_gradients(net, batch):
+    net.eval()
+    F.cross_entropy(net(batch[0]), batch[1]).backward()
+    plot({name: p.grad for name, p in net.named_parameters()})
+
+for name, act in activations.items():
+    net = BaseNetwork(act())
+    show_gradients(net, batch)
+""",
+        """\
+for epoch in range(epochs):
+    for phase in ["train", "val"]:
+        model.train(phase == "train")
+        for x, y in loaders[phase]:
+            loss = F.cross_entropy(model(x), y)
+            if phase == "train":
+                loss.backward()
+                optimizer.step()
+""",
+    ]
+
+    def visit_For(self, node, ctx: Context) -> None:
+        self._check_loop(node)
+
+    def visit_While(self, node, ctx: Context) -> None:
+        self._check_loop(node)
+
+    def _check_loop(self, node) -> None:
+        analysis = self.analysis
+        loop = analysis.loops.get(id(node))
+        if loop is None or not self._trains(loop):
+            return
+        evals, restored = [], []
+        modes = ModeSwitches(analysis)
+        for stmt, ctx in analysis.statements_in_loop(loop):
+            if ctx.scope is not loop.scope:
+                continue
+            for mode, key in modes.of_statement(stmt, ctx):
+                (evals if mode == "eval" else restored).append((stmt, ctx, key))
+        reported = set()
+        for stmt, ctx, key in evals:
+            if id(stmt) in reported or any(_same_model(key, other) for _, _, other in restored):
+                continue
+            if self._inner_training_loop(loop, ctx) or self._last_pass_only(stmt, ctx):
+                continue
+            if key is not None and not self._trained_in(key, loop):
+                continue  # a target network, an EMA copy: switched to eval, never trained here
+            if key is not None and self._built_in_loop(key, loop):
+                continue  # a fresh model every iteration starts in training mode
+            reported.add(id(stmt))
+            model = key or "model"  # `models[i].eval()`: the receiver has no name
+            self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model), self.FIX.format(model=model))
+
+    # ------------------------------------------------------------------ the loop
+
+    def _trains(self, loop) -> bool:
+        """Does the loop step an optimizer (itself or through a helper)? A loop that only
+        backpropagates inspects gradients (saliency, gradient histograms): no training."""
+        if "tl202_trains" not in loop._memo:
+            analysis = self.analysis
+            loop._memo["tl202_trains"] = any(
+                analysis.stepped_optimizer(call, ctx) is not None
+                or (callee is not None and callee is not ctx.scope and analysis.steps_optimizer(callee))
+                for stmt, ctx in analysis.statements_in_loop(loop)
+                for call in analysis.calls_in(stmt)
+                for callee in (analysis.called_function(call, ctx),)
+            )
+        return loop._memo["tl202_trains"]
+
+    def _inner_training_loop(self, loop, ctx: Context) -> bool:
+        """Is there a loop inside ``loop`` around the statement that trains too? Then the
+        statement is judged there."""
+        return any(
+            inner is not loop and inner.start > loop.start and self._trains(inner)
+            for inner in ctx.visible_loops
+        )
+
+    def _last_pass_only(self, stmt, ctx: Context) -> bool:
+        """Does the switch run only on the last pass: under ``if epoch == epochs - 1:`` or
+        followed by ``break`` / ``return`` in its block?"""
+        analysis = self.analysis
+        if any(
+            positive and "%" not in text and LAST_PASS_RE.search(text)  # `(epoch + 1) % 5 == 0` repeats
+            for text, positive in analysis.branch_conditions(stmt, ctx.scope)
+        ):
+            return True
+        found = analysis.straight_line(stmt, ctx)
+        if found is None:
+            return False
+        sequence, index = found
+        return any(type(item) in (cst.Break, cst.Return) for item in sequence[index + 1:])
+
+    def _built_in_loop(self, key: str, loop) -> bool:
+        return any(
+            loop.contains(binding.ctx.order) and binding.kind == "assign"
+            for binding in loop.scope.bindings.get(key.partition(".")[0] if not key.startswith("self.") else key, ())
+        )
+
+    def _trained_in(self, key: str, loop) -> bool:
+        """Does the loop run the model with grad enabled, or pass it to (or call through
+        ``self``) a helper that trains?"""
+        analysis = self.analysis
+        for stmt, ctx in analysis.statements_in_loop(loop):
+            for call in analysis.calls_in(stmt):
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value == "forward":
+                    func = func.value
+                called = dotted_name(func)
+                if called is not None and ctx.grad is GradMode.ENABLED and _same_model(called, key) \
+                        and analysis.is_module(func, ctx):
+                    return True
+                optimizer = analysis.stepped_optimizer(call, ctx)
+                if optimizer is not None and self._optimizes(optimizer, key, ctx):
+                    return True
+                callee = analysis.called_function(call, ctx)
+                if callee is None or not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
+                    continue
+                if key.startswith("self.") and type(func) is cst.Attribute and dotted_name(func.value) == "self":
+                    return True
+                if any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
+                    return True
+        return False
+
+    def _optimizes(self, optimizer, key: str, ctx: Context) -> bool:
+        """Was the stepped optimizer built over the model's parameters
+        (``Adam(self.net.parameters())``)?"""
+        analysis = self.analysis
+        name = dotted_name(optimizer)
+        if name is None:
+            return False
+        bindings = analysis.reaching_bindings(name, ctx) if not name.startswith("self.") else []
+        if name.startswith("self.") and ctx.scope.class_scope is not None:
+            bindings = list(ctx.scope.class_scope.bindings.get(name, ()))
+        for binding in bindings:
+            construction = analysis.optimizer_construction(binding)
+            if construction is not None and any(
+                (dotted_name(node) or "") == key or (dotted_name(node) or "").startswith(key + ".")
+                for node in iter_expression_nodes(construction) if type(node) in (cst.Name, cst.Attribute)
+            ):
+                return True
+        return False
+
+
+class ModeSwitches:
+    """Which models running a statement switches to ``.eval()`` / ``.train()``, through the
+    module-defined helpers it calls (shared with TL204)."""
+
+    def __init__(self, analysis) -> None:
+        self.analysis = analysis
+
+    def of_statement(self, stmt, ctx: Context, depth: int = 0) -> list[tuple[str, str | None]]:
+        """The mode switches running the statement makes: ("eval" / "train", model key in the
+        statement's own terms, None when unknown), its own and those of the module-defined
+        functions it calls (whose parameters are mapped to the call's arguments)."""
+        memo = self.analysis.module_scope._memo.setdefault("mode_switches", {})
+        if id(stmt) in memo:
+            return memo[id(stmt)]
+        memo[id(stmt)] = []  # recursion resolves to "none"
+        found = []
+        own = _switch_of(stmt)
+        if own is not None:
+            mode, receiver = own
+            key = dotted_name(strip_pass_through(receiver))
+            if not self._not_a_model(key, receiver, ctx):
+                found.append((mode, key))
+        if depth >= MAX_CALL_DEPTH or type(stmt) in (cst.FunctionDef, cst.ClassDef):
+            memo[id(stmt)] = found
+            return found
+        analysis = self.analysis
+        for call in analysis.calls_in(stmt):
+            callee = analysis.called_function(call, ctx)
+            if callee is None or callee is ctx.scope:
+                continue
+            for inner, inner_ctx in callee.statements:
+                if inner_ctx.scope is not callee:
+                    continue
+                switches = self.of_statement(inner, inner_ctx, depth + 1)
+                if not switches or not self._may_run(call, callee, inner):
+                    continue
+                found.extend((mode, self._map_key(key, call, callee, ctx)) for mode, key in switches)
+        memo[id(stmt)] = found
+        return found
+
+    def _may_run(self, call, callee, stmt) -> bool:
+        calls = self.analysis.calls_in(stmt)
+        return not calls or self.analysis.may_run_for(call, callee, calls[0])
+
+    def _map_key(self, key, call, callee, ctx: Context) -> str | None:
+        """A key of the callee's (``net``, ``self.model``) in the caller's terms."""
+        if key is None:
+            return None
+        root, dot, rest = key.partition(".")
+        arguments = passed_arguments(call, callee)
+        if root in arguments:
+            mapped = dotted_name(strip_pass_through(arguments[root]))
+            return mapped + dot + rest if mapped is not None else None
+        if root == "self" and type(call.func) is cst.Attribute:
+            owner = dotted_name(call.func.value)
+            return owner + dot + rest if owner is not None else None
+        binding = self.analysis.lookup(root, ctx)
+        if binding is not None and binding.ctx.scope is self.analysis.module_scope:
+            return key  # a global model
+        return None
+
+    def _not_a_model(self, key, receiver, ctx: Context) -> bool:
+        if key is not None and DATA_WORDS.intersection(name_words(last_part(key))):
+            return True  # Avalanche's dataset.eval()
+        return self.analysis.is_optimizer(receiver, ctx)  # schedule-free optimizers
+
+
+def _switch_of(stmt):
+    """("eval" / "train", receiver) for ``model.eval()`` / ``model.train()``; ``.train(flag)``
+    with a flag that is not a literal counts as "train": it may restore the mode."""
+    found = _mode_switch(stmt)
+    if found is not None:
+        return found
+    value = getattr(stmt, "value", None) if type(stmt) in (cst.Expr, cst.Assign, cst.AnnAssign) else None
+    while type(value) is cst.Call and type(value.func) is cst.Attribute:
+        if value.func.attr.value == "train" and value.args:
+            return "train", value.func.value
+        value = value.func.value
+    return None
+
+
+def _same_model(first: str | None, second: str | None) -> bool:
+    """Unknown matches anything; ``model`` and ``model.module`` are the same model."""
+    if first is None or second is None:
+        return True
+    return first == second or first.startswith(second + ".") or second.startswith(first + ".")

@@ -1,0 +1,358 @@
+from __future__ import annotations
+
+import re
+
+from torchlint.analysis import Context, GradMode, dotted_name, iter_expression_nodes, keyword_argument, last_part
+from torchlint.analysis.arguments import passed_arguments
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+from torchlint.rules.tl201_eval_without_no_grad import LOSS_NAME_RE
+from torchlint.rules.tl202_train_mode_not_restored import ModeSwitches, _same_model, _switch_of
+
+# Methods that return the same module: `Net().to(device)` is still in training mode.
+SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
+MAX_CALLER_DEPTH = 2
+# Layers that compute differently in training mode (dropout; batch norm; transformer layers,
+# which hold dropout).
+MODE_LAYER_RE = re.compile(r"Dropout|BatchNorm|^dropout$|Transformer\w*Layer|^Transformer$|MultiheadAttention")
+
+
+class InferenceWithoutEvalMode(Rule):
+    """
+    ## What it does
+    Finds forward passes run with autograd off (`torch.no_grad()`, `torch.inference_mode()`,
+    a decorated prediction function) on a model still in training mode. The model is one this
+    file builds with a module class (`model = Net()`, `self.net = nn.Sequential(...)`,
+    through `.to(device)` and the like) or receives as an argument from a caller in this
+    file that built one, and that is certainly in training mode at the call: the last mode
+    switch before it in the same function (itself or through a helper of this file) is a
+    `.train()` followed by training (`backward()`, an optimizer step); or there is none, and
+    the file only ever switches the model to `.train()` for training (a `train()` function
+    calls `model.train()`, no function calls `model.eval()`); or nothing in the file switches
+    it at all and it was built here with a module class (a model starts in training mode). A
+    `.train()` with no training after it is deliberate (Monte-Carlo dropout) and not
+    reported. A model built here and never switched is reported only when it has a layer
+    whose output depends on the mode: dropout, batch norm, transformer layers, RNNs built
+    with `dropout=`, seen in the construction or in the classes of this file it builds (a
+    model of plain linear layers computes the same in both modes); calling `.train()` on a
+    model is taken as its author's word that the mode matters.
+
+    ## Why is this bad?
+    `no_grad` only stops autograd from recording; it does not change what the layers
+    compute. A module starts in training mode, so inference keeps dropout active (the same
+    input gives different outputs on every call) and batch norm normalises each batch with
+    its own statistics and overwrites the running statistics it learnt. Measured on CPU
+    with a small classifier (dropout 0.5, batch norm): two identical calls under `no_grad`
+    gave outputs whose largest element differed by at least 1.2 (0 after `.eval()`), and
+    every prediction batch moved the learnt batch-norm running mean by at least 0.05.
+
+    ## Known problems
+    Off by default: whether a model is in training mode at a call depends on code in other
+    files and on frameworks (a trainer that calls `.eval()` before its validation hook), so
+    only models whose whole story is in one file are judged. Not reported: models loaded by
+    factories (`from_pretrained` returns a model in eval mode; `torch.load` keeps the saved
+    mode; `build_model(cfg)` is unknown), models switched to `.eval()` anywhere in the file
+    but not before the call in its own function (the order of calls is unknown), calls
+    inside `nn.Module` methods (a frozen backbone in `forward` follows its parent's mode) or
+    inside hooks a framework calls, arguments whose callers are in other files, and forward
+    passes without grad inside a training step (the loop around them backpropagates in its
+    own body: features cached for gradient accumulation, a teacher's outputs for
+    distillation, where training mode may be intended).
+    """
+
+    CODE = "TL204"
+    NAME = "inference-without-eval-mode"
+    MESSAGE = (
+        "`{call}` runs `{model}` with autograd off while `{model}` is in training mode: dropout stays "
+        "active and batch norm uses and updates batch statistics"
+    )
+    FIX = "call `{model}.eval()` before inference (and `{model}.train()` before training resumes)"
+    TOKENS = ("no_grad", "inference_mode", "set_grad_enabled")
+    ENABLED_BY_DEFAULT = False
+    CLAIM = (
+        "two identical inference calls under `no_grad` on a training-mode model give different outputs "
+        "(max abs difference > 1e-3) and change the batch-norm running mean; after `.eval()` they match exactly"
+    )
+
+    INVALID = [
+        """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+model = Net()
+model.load_state_dict(torch.load("weights.pt"))
+predictions = []
+with torch.no_grad():
+    for x in loader:
+        predictions.append(model(x).argmax(1))  # expect: TL204
+""",
+        """\
+@torch.no_grad()
+def predict(model, loader):
+    return [model(x).softmax(-1) for x in loader]  # expect: TL204
+
+classifier = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.Flatten(), nn.LazyLinear(10)).to(device)
+train(classifier, train_loader)
+probabilities = predict(classifier, test_loader)
+""",
+        """\
+net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
+for epoch in range(epochs):
+    net.train()
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        optimizer.step()
+with torch.no_grad():
+    correct = sum((net(x).argmax(1) == y).sum().item() for x, y in test_loader)  # expect: TL204
+""",
+    ]
+    VALID = [
+        """\
+model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, 10))
+model.load_state_dict(torch.load("weights.pt"))
+model.eval()
+with torch.no_grad():
+    predictions = [model(x).argmax(1) for x in loader]
+""",
+        """\
+@torch.no_grad()
+def predict(model, loader):
+    return [model(x).softmax(-1) for x in loader]
+
+classifier = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.Flatten(), nn.LazyLinear(10)).to(device)
+classifier.eval()
+probabilities = predict(classifier, test_loader)
+""",
+        """\
+def mc_dropout_predict(model, x, samples=20):
+    model.train()  # keep dropout on: Monte-Carlo dropout
+    with torch.no_grad():
+        return torch.stack([model(x) for _ in range(samples)]).mean(0)
+""",
+        """\
+model = AutoModel.from_pretrained("bert-base-uncased")
+with torch.no_grad():
+    hidden = model(**inputs).last_hidden_state
+""",
+        """\
+@torch.no_grad()
+def predict(model, loader):
+    return [model(x) for x in loader]
+""",
+        """\
+model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+with torch.no_grad():
+    predictions = [model(x).argmax(1) for x in loader]
+""",
+        """\
+class Student(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.teacher = TeacherNet()
+        self.head = nn.Linear(512, 10)
+
+    def forward(self, x):
+        with torch.no_grad():
+            features = self.teacher(x)
+        return self.head(features)
+""",
+        """\
+model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
+for x, y in loader:
+    with torch.no_grad():
+        cached = model(x)  # features for the accumulation pass, in training mode on purpose
+    loss = contrastive(model(x), cached)
+    loss.backward()
+    optimizer.step()
+""",
+    ]
+
+    def visit_FunctionDef(self, node, ctx: Context) -> None:
+        scope = self.analysis.scopes.get(id(node))
+        if scope is None:
+            return
+        parent = scope.parent
+        if parent is not None and parent.kind == "class" and (
+            self.analysis.is_module_class(parent.node.name) or self.analysis.overrides_external_hook(scope)
+        ):
+            return  # the model's own forward, or a hook the framework calls in eval mode
+        self._check_scope(scope)
+
+    def check_module_scope(self, scope) -> None:
+        self._check_scope(scope)
+
+    def _check_scope(self, scope) -> None:
+        analysis = self.analysis
+        reported = set()
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.DISABLED:
+                continue
+            for call in analysis.calls_in(stmt):
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value == "forward":
+                    func = func.value
+                key = dotted_name(func)
+                if key is None or key == "self" or key in reported or LOSS_NAME_RE.search(last_part(key)):
+                    continue
+                if not analysis.is_module(func, ctx) or self._in_training_step(ctx):
+                    continue
+                if not self._in_training_mode(key, ctx, scope):
+                    continue
+                reported.add(key)
+                self.report(stmt, self.MESSAGE.format(call=self.code(call, 40), model=key), self.FIX.format(model=key))
+
+    def _in_training_step(self, ctx: Context) -> bool:
+        """Is the call part of a training step: does its innermost loop backpropagate or step
+        an optimizer in its own body? A forward pass without grad there (features cached for
+        gradient accumulation, a teacher's or target network's outputs) runs in training mode
+        by design, or at least not by oversight."""
+        loops = ctx.visible_loops
+        if not loops:
+            return False
+        loop, analysis = loops[-1], self.analysis
+        return any(
+            inner.loop is loop and (
+                analysis.statement_backpropagates(stmt, inner)
+                or any(analysis.stepped_optimizer(call, inner) is not None for call in analysis.calls_in(stmt))
+            )
+            for stmt, inner in analysis.statements_in_loop(loop)
+        )
+
+    def _in_training_mode(self, key: str, ctx: Context, scope) -> bool:
+        """Is the model certainly in training mode at the call (see the rule's documentation)?"""
+        last = self._last_switch(scope, key, ctx.order)
+        if last is not None:
+            # eval mode here, or `.train()` with no training after it (Monte-Carlo dropout)
+            return last[1] == "train" and self._trains_between(scope, last[0], ctx.order)
+        switches = self._file_switches(self._names_of(key, ctx))
+        if any(mode == "eval" for mode, _ in switches):
+            return False  # switched to eval somewhere: the order relative to the call is unknown
+        if switches:
+            # only ever switched to `.train()`, for training: it is never in eval mode
+            analysis = self.analysis
+            return any(analysis.backpropagates(where.scope) or analysis.steps_optimizer(where.scope)
+                       for _, where in switches)
+        return self._built_in_training_mode(key, ctx, 0)
+
+    def _names_of(self, key: str, ctx: Context) -> set:
+        """The model's key and, for a parameter, the keys its callers in this file pass."""
+        names = {key}
+        binding = self.analysis.lookup(key, ctx) if "." not in key else None
+        if binding is not None and binding.kind == "param":
+            for call, _ in self.analysis.callers_of(binding.ctx.scope):
+                argument = passed_arguments(call, binding.ctx.scope).get(key)
+                names.add(dotted_name(argument) if argument is not None else None)
+        return names
+
+    def _file_switches(self, names: set) -> list:
+        """(mode, context) of every statement of the file that switches one of the models
+        named (an unknown receiver, or an unknown caller argument, matches any)."""
+        memo = self.analysis.module_scope._memo
+        if "tl204_file_switches" not in memo:
+            memo["tl204_file_switches"] = [
+                (switch[0], dotted_name(switch[1]), ctx)
+                for statements in self.analysis.statements_by_type.values()
+                for stmt, ctx in statements
+                for switch in (_switch_of(stmt),) if switch is not None
+            ]
+        return [
+            (mode, ctx) for mode, switched, ctx in memo["tl204_file_switches"]
+            if any(_same_model(switched, name) or (switched and name and last_part(switched) == last_part(name))
+                   for name in names)
+        ]
+
+    def _last_switch(self, scope, key: str, order: int) -> tuple[int, str] | None:
+        """(order, "eval" / "train") of the last statement of the scope before ``order`` that
+        switches the model's mode (itself or through a helper of this file), or None."""
+        memo = scope._memo
+        if "tl204_switches" not in memo:
+            modes = ModeSwitches(self.analysis)
+            memo["tl204_switches"] = [
+                (ctx.order, mode, switched)
+                for stmt, ctx in scope.statements if ctx.scope is scope and type(stmt) is not cst.FunctionDef
+                for mode, switched in modes.of_statement(stmt, ctx)
+            ]
+        before = [(at, mode) for at, mode, switched in memo["tl204_switches"] if at < order and _same_model(switched, key)]
+        return max(before) if before else None
+
+    def _trains_between(self, scope, start: int, end: int) -> bool:
+        """Does a statement of the scope between the two orders backpropagate or step an
+        optimizer (the `.train()` before it was for training, not for sampling)?"""
+        analysis = self.analysis
+        return any(
+            start < ctx.order < end and (
+                analysis.statement_backpropagates(stmt, ctx)
+                or any(analysis.stepped_optimizer(call, ctx) is not None for call in analysis.calls_in(stmt))
+            )
+            for stmt, ctx in scope.statements if ctx.scope is scope
+        )
+
+    def _built_in_training_mode(self, key: str, ctx: Context, depth: int) -> bool:
+        """Is ``key`` a module built in this file by a module class (so in training mode), or a
+        parameter that a caller of this file passes such a module?"""
+        analysis = self.analysis
+        if key.startswith("self."):
+            class_scope = ctx.scope.class_scope
+            bindings = [b for b in class_scope.bindings.get(key, ()) if b.kind == "assign"] if class_scope else []
+            return bool(bindings) and any(self._constructs_module(b.value, b.ctx) for b in bindings if not b.element)
+        if "." in key:
+            return False
+        binding = analysis.lookup(key, ctx)
+        if binding is None:
+            return False
+        if binding.kind == "assign":
+            return not binding.element and self._constructs_module(binding.value, binding.ctx)
+        if binding.kind != "param" or depth >= MAX_CALLER_DEPTH:
+            return False
+        scope = binding.ctx.scope
+        for call, caller_ctx in analysis.callers_of(scope):
+            argument = passed_arguments(call, scope).get(key)
+            argument_key = dotted_name(argument) if argument is not None else None
+            if argument_key is None:
+                continue
+            if self._built_in_training_mode(argument_key, caller_ctx, depth + 1):
+                return True
+        return False
+
+    def _constructs_module(self, value, ctx: Context) -> bool:
+        """``Net()``, ``nn.Sequential(...).to(device)``: a module class called, nothing that
+        switches its mode in the chain."""
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in SAME_MODULE_METHODS:
+            value = value.func.value
+        return type(value) is cst.Call and self.analysis.is_module_class(value.func) and \
+            not LOSS_NAME_RE.search(last_part(dotted_name(value.func) or "")) and self._has_mode_layers(value, set())
+
+    def _has_mode_layers(self, node, seen: set) -> bool:
+        """Does the construction (``nn.Sequential(..., nn.Dropout(0.5))``, ``Net()`` of a class
+        defined in this file) hold a layer whose output depends on the mode: dropout, batch
+        norm, an RNN or transformer layer with dropout? Classes defined elsewhere are unknown:
+        no."""
+        for inner in iter_expression_nodes(node):
+            if type(inner) is not cst.Call:
+                continue
+            name = dotted_name(inner.func) or ""
+            if MODE_LAYER_RE.search(last_part(name)):
+                return True
+            rate = keyword_argument(inner, "dropout")
+            if rate is not None and not (type(rate) in (cst.Integer, cst.Float) and float(rate.value) == 0):
+                return True
+            local = self.analysis.local_classes.get(name)
+            if local is not None and name not in seen:
+                seen.add(name)
+                if self._has_mode_layers(local, seen):
+                    return True
+        if type(node) is cst.ClassDef:
+            for base in node.bases:
+                name = dotted_name(base.value) or ""
+                local = self.analysis.local_classes.get(name)
+                if local is not None and name not in seen:
+                    seen.add(name)
+                    if self._has_mode_layers(local, seen):
+                        return True
+        return False
