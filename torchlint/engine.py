@@ -512,7 +512,7 @@ def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dic
             del reports[before:]
             failures.append(invalid_file(path, f"internal error in {rule_class.CODE}: {_describe(error)}"))
     try:
-        positioned = _position(reports, module, path)
+        positioned = _position(reports, module, path, text)
     except RecursionError:
         return failures + [invalid_file(path, "file too deeply nested to compute positions")]
     except Exception as error:
@@ -598,9 +598,10 @@ def _leave_deep() -> None:
             sys.setrecursionlimit(_saved_limit)
 
 
-def _position(reports: list[Report], module, path: str) -> list[Violation]:
+def _position(reports: list[Report], module, path: str, text: str | None = None) -> list[Violation]:
     if not reports:
         return []
+    source = None
     # Positions for every node cost about two parses; only files with findings pay for them.
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(cst.metadata.PositionProvider)
@@ -612,10 +613,16 @@ def _position(reports: list[Report], module, path: str) -> list[Violation]:
         if key in seen:
             continue
         seen.add(key)
+        fix = None
+        if report.autofix is not None and text is not None:
+            from torchlint.fix import SourceText, resolve_or_none
+
+            source = source or SourceText(text)
+            fix = resolve_or_none(report.autofix, positions, source)
         violations.append(Violation(
             path=path, line=span.start.line, column=span.start.column + 1,
             code=report.rule.CODE, name=report.rule.NAME, message=report.message,
-            end_line=span.end.line, end_column=span.end.column + 1, help=report.fix,
+            end_line=span.end.line, end_column=span.end.column + 1, help=report.fix, fix=fix,
         ))
     return violations
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import Context, call_arguments, keyword_argument
 from torchlint.lazy import cst
+from torchlint.fix import move_after_loop
 from torchlint.rule import Rule
 
 
@@ -99,4 +100,7 @@ for step, batch in enumerate(loader):
             return  # a young-generation collection: cheap
         if not self.analysis.runs_every_step(ctx):
             return
-        self.report(node, self.MESSAGE.format(call=self.code(call, 40)))
+        # unsafe: the loop may need the memory freed mid-way (an OOM retry), and code after it
+        # does not run when the loop returns
+        autofix = move_after_loop(node, ctx, f"Move `{self.code(call, 40)}` after the loop")
+        self.report(node, self.MESSAGE.format(call=self.code(call, 40)), autofix=autofix)
