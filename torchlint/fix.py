@@ -369,3 +369,25 @@ def move_after_loop(statement: Any, ctx: Any, message: str) -> Fix | None:
     if loop is None or loop.implicit is not None:
         return None
     return Fix.unsafe(message, Move(statement, loop.node))
+
+
+def torch_name(analysis: Any) -> str | None:
+    """The name the module imports ``torch`` under (``torch`` first), or None: a fix must not
+    write ``torch.no_grad()`` into a file where ``torch`` is not bound."""
+    imports = analysis.imports
+    if imports.get("torch") == "torch":
+        return "torch"
+    return next((alias for alias, name in sorted(imports.items()) if name == "torch"), None)
+
+
+def source_of(analysis: Any, node: Any) -> str:
+    """The exact source of an expression (unlike ``Rule.code``, never shortened)."""
+    return analysis.module.code_for_node(node)
+
+
+def statement_of_call(analysis: Any, call: Any, scope: Any) -> Any | None:
+    """The statement of ``scope`` whose own expressions hold ``call``."""
+    for stmt, _ in scope.statements:
+        if any(found is call for found in analysis.calls_in(stmt)):
+            return stmt
+    return None

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from torchlint.analysis import Context, GradMode
+from torchlint.fix import Fix, Wrap, torch_name
 from torchlint.rule import InPlaceMutationRule
 
 
@@ -116,4 +117,12 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
         if leaf is None or not analysis.grad_enabled(ctx):
             return  # grad_enabled last: it looks at every caller of the function
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), leaf=self.code(leaf, 40)),
-                    self.FIX.format(leaf=self.code(leaf, 40)))
+                    self.FIX.format(leaf=self.code(leaf, 40)), autofix=self._autofix(node))
+
+    def _autofix(self, node) -> Fix | None:
+        # safe: the statement raised as written ("a leaf Variable that requires grad is being
+        # used in an in-place operation"); under no_grad it does what it says
+        torch = torch_name(self.analysis)
+        if torch is None:
+            return None
+        return Fix.safe(f"Wrap the update in `with {torch}.no_grad():`", Wrap(node, node, f"with {torch}.no_grad():"))
