@@ -391,3 +391,40 @@ def statement_of_call(analysis: Any, call: Any, scope: Any) -> Any | None:
         if any(found is call for found in analysis.calls_in(stmt)):
             return stmt
     return None
+
+
+_VARIABLE_TYPES = ("Name", "Attribute", "Subscript")
+
+
+def detach_fix(analysis: Any, values: list, ctx: Any, container: str) -> Fix | None:
+    """Store or add ``v.detach()`` instead of each graph-attached ``v`` of ``values`` (the
+    elements of a list, tuple or dict literal one by one). Safe when the container is a local
+    of the function and every value is a variable (a tensor by every reading); unsafe when the
+    container outlives the function (another method may backpropagate through it) or a value
+    is a call (it might return something without ``.detach()``, a model's output object)."""
+    from torchlint.lazy import cst
+
+    targets = []
+    for value in values:
+        if type(value) in (cst.List, cst.Tuple):
+            targets += [element.value for element in value.elements
+                        if type(element) is cst.Element and analysis.is_attached(element.value, ctx)]
+        elif type(value) is cst.Dict:
+            targets += [element.value for element in value.elements
+                        if type(element) is cst.DictElement and analysis.is_attached(element.value, ctx)]
+        elif analysis.is_attached(value, ctx):
+            targets.append(value)
+    if not targets:
+        return None
+    changes = []
+    for value in targets:
+        text = source_of(analysis, value)
+        if type(value).__name__ not in (*_VARIABLE_TYPES, "Call"):
+            text = f"({text})"
+        changes.append(Replace(value, f"{text}.detach()"))
+    binding = analysis.lookup(container, ctx) if "." not in container else None
+    local = binding is not None and ctx.scope.kind == "function" and binding.ctx.scope is ctx.scope
+    variables = all(type(value).__name__ in _VARIABLE_TYPES for value in targets)
+    shown = ", ".join(f"`{source_of(analysis, value)}`" for value in targets[:3])
+    message = f"Detach {shown} before keeping it"
+    return Fix(SAFE if local and variables else UNSAFE, message, tuple(changes))

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, mentioned_keys, storage_key
 from torchlint.lazy import cst
+from torchlint.fix import detach_fix
 from torchlint.rule import Rule
 
 # method -> index of the stored argument
@@ -185,7 +186,8 @@ for i, batch in enumerate(loader):
             return
         if analysis.reaches_backward(key, ctx):
             return  # collected for one backward() over all of them
-        self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value))
+        self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value),
+                    autofix=detach_fix(analysis, [value], ctx, key))
 
     def _slot_detached(self, value, ctx: Context) -> bool:
         """``output['loss'] = output['loss'].detach()`` earlier in the iteration, before

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, storage_key
 from torchlint.lazy import cst
+from torchlint.fix import detach_fix
 from torchlint.rule import Rule
 
 CONCATENATING_FUNCTIONS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack"})
@@ -210,6 +211,7 @@ for step, batch in enumerate(loader):
             node,
             self.MESSAGE.format(stmt=self.code(node, 60), acc=key),
             self.FIX.format(value=self.operand(attached)),
+            autofix=detach_fix(analysis, terms, ctx, key),
         )
 
 
