@@ -9,6 +9,7 @@ from torchlint.analysis import (
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertBefore, Wrap, torch_name
 from torchlint.rule import Rule
 
 DEFAULT_EVAL_WORDS = (
@@ -257,6 +258,7 @@ def count_flops(model, x):
             stmt,
             self.MESSAGE.format(call=self.code(call, 50)),
             self.FIX.format(function=node.name.value),
+            autofix=self._autofix(scope, regions, stmt),
         )
 
     def check_module_scope(self, scope) -> None:
@@ -265,7 +267,29 @@ def count_flops(model, x):
         found = self._first_forward(scope, regions) if regions else None
         if found is not None:
             stmt, call = found
-            self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX)
+            self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
+                        autofix=self._autofix(scope, regions, stmt))
+
+    def _autofix(self, scope, regions, stmt) -> Fix | None:
+        """Unsafe (code after the forward might need its graph): decorate a function that is
+        evaluation from its first statement to its end with ``@torch.no_grad()``; else wrap
+        the outermost loop of the evaluation region around the forward (or the forward's
+        statement itself) in ``with torch.no_grad():``."""
+        torch = torch_name(self.analysis)
+        ctx = next((stmt_ctx for found, stmt_ctx in scope.statements if found is stmt), None)
+        if torch is None or ctx is None or ctx.scope is not scope:
+            return None
+        first = scope.statements[0][1].order - 1
+        region = next(((start, end) for start, end in regions if start < ctx.order < end), None)
+        if region is None:
+            return None
+        if scope.kind == "function" and region == (first, math.inf) and type(scope.node) is cst.FunctionDef:
+            return Fix.unsafe(f"Decorate `{scope.name}` with `@{torch}.no_grad()`",
+                              InsertBefore(scope.node, f"@{torch}.no_grad()"))
+        loop = next((loop for loop in ctx.visible_loops if loop.scope is scope and loop.start > region[0]), None)
+        target = loop.node if loop is not None else stmt
+        return Fix.unsafe(f"Wrap `{self.code(target, 30)}` in `with {torch}.no_grad():`",
+                          Wrap(target, target, f"with {torch}.no_grad():"))
 
     # ------------------------------------------------------------------ evaluation regions
 
