@@ -180,8 +180,15 @@ def _statement_lines(source: SourceText, span) -> tuple[int, int, str]:
     return first, last, prefix
 
 
-def _block_text(code: str, indent: str, newline: str) -> str:
-    return "".join((indent + line if line.strip() else "") + newline for line in code.split("\n"))
+def _block_text(code: str, indent: str, newline: str, unit: str = "    ") -> str:
+    """``code`` (lines indented by four spaces a level) as lines at ``indent``, each level of
+    its own indentation in the file's unit."""
+    out = []
+    for line in code.split("\n"):
+        stripped = line.lstrip(" ")
+        levels = (len(line) - len(stripped)) // 4
+        out.append((indent + unit * levels + stripped if stripped.strip() else "") + newline)
+    return "".join(out)
 
 
 def _after_lines(source: SourceText, last: int, content: str) -> Edit:
@@ -273,11 +280,11 @@ def resolve(fix: Fix, positions, text: str | SourceText) -> Fix:
                               span.end.line, span.end.column + 1))
         elif kind is InsertBefore:
             first, _, indent = _statement_lines(source, _decorated_start(change.statement, positions))
-            edits.append(Edit(_block_text(change.code, indent, nl), first, 1, first, 1))
+            edits.append(Edit(_block_text(change.code, indent, nl, source.indent_unit()), first, 1, first, 1))
         elif kind is InsertAfter:
             span = _decorated_start(change.statement, positions)
             _, last, indent = _statement_lines(source, span)
-            edits.append(_after_lines(source, last, _block_text(change.code, indent, nl)))
+            edits.append(_after_lines(source, last, _block_text(change.code, indent, nl, source.indent_unit())))
         elif kind is Delete:
             first, last, indent = _statement_lines(source, _decorated_start(change.statement, positions))
             if _only_statement(source, first, last, indent):
