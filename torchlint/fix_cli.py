@@ -148,8 +148,14 @@ def _report(args, results, rules, checked: int, from_stdin: bool, missing: bool)
         else:
             sys.stdout.buffer.write(encode(result.fixed, result.decoded))
         sys.stdout.flush()
-        stream_args = _StderrArgs(args)
-        _write_report(stream_args, RunResult(remaining, checked), rules)
+        if args.output_file:
+            _write_report(args, RunResult(remaining, checked), rules)
+        else:  # stdout carries the fixed source: the report goes to stderr
+            from torchlint.formatters import render, summary
+
+            sys.stderr.write(render(remaining, args.format, rules, unsafe_fixes=args.unsafe_fixes))
+            if args.format == "text" and not args.quiet:
+                print(summary(remaining, checked), file=sys.stderr)
     else:
         _write_report(args, RunResult(remaining, checked), rules)
     if not args.quiet:
@@ -177,17 +183,3 @@ def show_fixes(applied) -> str:
     for (path, code, message), count in sorted(counts.items()):
         lines.append(f"  {escape_controls(path)}: {count} x {code} ({message})")
     return "\n".join(lines) + "\n"
-
-
-class _StderrArgs:
-    """The lint arguments with the report sent to stderr (stdout carries the fixed source)."""
-
-    def __init__(self, args) -> None:
-        self._args = args
-
-    def __getattr__(self, name):
-        return getattr(self._args, name)
-
-    @property
-    def output_file(self):
-        return self._args.output_file or "/dev/stderr"

@@ -20,7 +20,7 @@ from torchlint.analysis import (
     mentioned_keys,
 )
 from torchlint.lazy import cst
-from torchlint.fix import Fix, InsertBefore, torch_name
+from torchlint.fix import Fix, InsertBefore, Replace, torch_name
 from torchlint.rule import Rule
 
 # Callees that produce a recurrent state when the analysis does not already know them as modules.
@@ -249,7 +249,27 @@ for x, y in stream:
             else:
                 lines.append(f"{key} = {value}")
         names = ", ".join(f"`{key}`" for key in states)
-        return Fix.unsafe(f"Detach {names} at the top of every iteration", InsertBefore(body.body[0], "\n".join(lines)))
+        changes = [InsertBefore(body.body[0], "\n".join(lines))]
+        message = f"Detach {names} at the top of every iteration"
+        retained = self._retain_graph_argument(loop)
+        if retained is not None:
+            # the only backward() of the loop kept its graph for the next iteration's sake
+            call, arg = retained
+            rest = [self.analysis.module.code_for_node(other.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+                    for other in call.args if other is not arg]
+            changes.append(Replace(call, f"{self.analysis.module.code_for_node(call.func)}({', '.join(rest)})"))
+            message += " and drop `retain_graph=True`"
+        return Fix.unsafe(message, *changes)
+
+    def _retain_graph_argument(self, loop: Loop):
+        """(call, argument) of ``retain_graph=True`` when it is on the loop's only ``backward()``."""
+        calls = [call for stmt, _ in self.analysis.statements_in_loop(loop) for call in self.analysis.calls_in(stmt)
+                 if call_name(call) in BACKWARD_FUNCTIONS]
+        if len(calls) != 1:
+            return None
+        arg = next((arg for arg in calls[0].args if arg.keyword is not None and arg.keyword.value == "retain_graph"
+                    and type(arg.value) is cst.Name and arg.value.value == "True"), None)
+        return (calls[0], arg) if arg is not None else None
 
     def _report(self, node, states: list[str], loop: Loop | None, autofix: Fix | None = None) -> None:
         names = ", ".join(f"`{key}`" for key in states)
