@@ -22,6 +22,7 @@ from torchlint.lazy import cst
 from torchlint.rule import Report, Rule
 from torchlint.violation import INVALID_FILE_CODE, INVALID_FILE_NAME, Violation
 
+UNUSED_NOQA_CODE = "TL001"  # computed here from the other rules' findings (torchlint.fix_noqa)
 SKIP_FILE_RE = re.compile(r"#\s*torchlint\s*:\s*skip-file\b", re.I)
 # flake8's noqa grammar: "# noqa" alone suppresses everything on the line, "# noqa: A1, B2"
 # suppresses the listed codes (and codes they prefix).
@@ -450,8 +451,26 @@ def lint_source(
             return []
         if not rules:
             return []
-        violations = _run_deep(_lint_text, text, path, tuple(rules), options, prefilter)
-        return sorted(_without_noqa(violations, text) if noqa else violations)
+        checking = tuple(rule for rule in rules if rule.CODE != UNUSED_NOQA_CODE)
+        unused_noqa = noqa and len(checking) < len(rules)
+        judged = checking
+        if unused_noqa:  # TL001 judges every TL code its comments name, selected or not
+            from torchlint.fix_noqa import rules_named_in_noqa
+
+            judged = checking + rules_named_in_noqa(text, checking)
+        violations = _run_deep(_lint_text, text, path, judged, options, prefilter) if judged else []
+        if len(judged) > len(checking):
+            selected = {rule.CODE for rule in checking}
+            reported = [v for v in violations if v.code in selected or (
+                v.code == INVALID_FILE_CODE and not v.message.startswith("internal error in TL"))]
+        else:
+            reported = violations
+        kept = _without_noqa(reported, text) if noqa else reported
+        if unused_noqa:  # from the findings before noqa was applied
+            from torchlint.fix_noqa import unused_noqa as find_unused
+
+            kept = kept + _without_noqa(find_unused(text, path, violations, judged), text)
+        return sorted(kept)
     except Exception as error:  # never a traceback: the file gets a TL000 instead
         return [invalid_file(path, f"internal error: {_describe(error)}")]
 

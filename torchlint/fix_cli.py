@@ -83,7 +83,7 @@ def run(args, rules, resolver, cli_layer, from_stdin: bool, stdin_name: str, pat
             require_rules(selection, settings, args)
             ignored = ignored_for(path, selection, settings)
             if args.add_noqa:
-                from torchlint.noqa import add_noqa_to_file
+                from torchlint.fix_noqa import add_noqa_to_file
 
                 results.append(add_noqa_to_file(path, selection.rules, settings.options, ignored,
                                                 args.unsafe_fixes, not args.no_prefilter))
@@ -107,7 +107,7 @@ def _fix_stdin(data, name, selection, settings, args, fix_text, decode, ignored)
         result.passthrough = data
         return result
     if args.add_noqa:
-        from torchlint.noqa import add_noqa_text
+        from torchlint.fix_noqa import add_noqa_text
 
         result = add_noqa_text(decoded.text, name, selection.rules, settings.options, ignored, args.unsafe_fixes)
     else:

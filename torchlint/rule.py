@@ -44,6 +44,9 @@ class Rule:
     # is not parsed for it. Keep the list generous: a missing token silently loses findings.
     TOKENS: ClassVar[tuple[str, ...]] = ()
     ENABLED_BY_DEFAULT: ClassVar[bool] = True
+    # The automatic fix in words, starting with its applicability ("Safe: ..." / "Unsafe: ..."),
+    # for the docs; empty when the rule offers none. The fix itself is passed to report().
+    AUTOFIX: ClassVar[str] = ""
     # What the runtime verifier checks, in one sentence (shown in rule pages and `verify`).
     CLAIM: ClassVar[str] = ""
     VALID: ClassVar[list[str]] = []

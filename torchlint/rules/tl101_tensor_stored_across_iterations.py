@@ -50,6 +50,12 @@ class TensorStoredAcrossIterations(Rule):
         "store `{value}.detach()` (add `.cpu()` to free device memory), or `{value}.item()` "
         "for a Python number (syncs the device every step)"
     )
+    AUTOFIX = (
+        "Safe when the container is a local of the function and the stored value a variable: "
+        "stores `v.detach()` (each graph-attached element of a stored list, tuple or dict "
+        "literal). Unsafe otherwise (a container that outlives the function, a stored call result "
+        "that might not be a tensor)."
+    )
     TOKENS = ATTACHMENT_TOKENS
     CLAIM = "live tensor memory grows linearly with iterations for the bad loop and stays flat for the fixed one"
 

@@ -43,6 +43,10 @@ class TensorAccumulatedAcrossIterations(Rule):
     NAME = "tensor-accumulated-across-iterations"
     MESSAGE = "`{stmt}` accumulates a tensor attached to the autograd graph, chaining every iteration's graph onto `{acc}`"
     FIX = "accumulate `{value}.item()` (a Python number) or `{value}.detach()` (a tensor without the graph)"
+    AUTOFIX = (
+        "Safe when the accumulator is a local of the function and the added value a variable: "
+        "adds `v.detach()`. Unsafe otherwise."
+    )
     TOKENS = ATTACHMENT_TOKENS
     CLAIM = "the bad loop retains memory or graph nodes in proportion to its iterations; the fixed one retains none"
 

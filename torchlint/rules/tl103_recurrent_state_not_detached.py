@@ -89,6 +89,12 @@ class RecurrentStateNotDetached(Rule):
         "cut the history once per iteration before feeding the state back: `{state} = {state}.detach()` "
         "(a tuple of tensors: `{state} = tuple(v.detach() for v in {state})`)"
     )
+    AUTOFIX = (
+        "Unsafe: detaches each carried state at the top of the loop body (`h = h.detach()`; a "
+        "state that may be a tuple or None gets a line handling both), and drops "
+        "`retain_graph=True` from the loop's only `backward()`. No fix for a state carried across "
+        "calls of a per-step function (no loop in sight)."
+    )
     TOKENS = ("backward", "training_step")
     CLAIM = (
         "the bad loop raises \"Trying to backward through the graph a second time\" on its second step, "

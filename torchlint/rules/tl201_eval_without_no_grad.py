@@ -93,6 +93,11 @@ class EvalWithoutNoGrad(Rule):
     MESSAGE = "`{call}` runs a forward pass in evaluation code with autograd enabled, keeping activations no backward pass will use"
     FIX = "run the evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), or decorate `{function}` with `@torch.no_grad()`"
     # A finding needs a forward pass: a module-like name or a class whose name says so.
+    AUTOFIX = (
+        "Unsafe: decorates a function that evaluates from its first statement with "
+        "`@torch.no_grad()`, otherwise wraps the evaluation loop (or the forward's statement) in "
+        "`with torch.no_grad():`. No fix where `torch` is not imported under a name."
+    )
     TOKENS = ATTACHMENT_TOKENS + ("Encoder", "Decoder", "Classifier")
     CLAIM = "the peak memory of the evaluation loop with autograd enabled is at least 1.5× that of the same loop under `torch.no_grad()`"
 

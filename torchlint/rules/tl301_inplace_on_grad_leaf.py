@@ -40,6 +40,10 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     NAME = "inplace-on-grad-leaf"
     MESSAGE = "`{stmt}` modifies `{leaf}`, a leaf tensor that requires grad, in place while autograd is recording"
     FIX = "do the update under `with torch.no_grad():` (or on `{leaf}.data`); initialise with `torch.nn.init` functions"
+    AUTOFIX = (
+        "Safe (the update raised as written): wraps the in-place update in `with "
+        "torch.no_grad():`."
+    )
     TOKENS = ("requires_grad", "Parameter", "parameters", "param_groups", ".weight", ".bias")
     CLAIM = (
         "the bad program raises a RuntimeError about a leaf Variable used in an in-place operation; "

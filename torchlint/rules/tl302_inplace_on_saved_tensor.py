@@ -62,6 +62,10 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     NAME = "inplace-on-saved-tensor"
     MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
     FIX = "use an out-of-place op (`{name} = {name} * ...`) or change a copy made with `{name}.clone()`"
+    AUTOFIX = (
+        "Unsafe (other aliases no longer see the update): inserts `x = x.clone()` before the "
+        "in-place update. No fix under `no_grad`, where the copy would cut the graph."
+    )
     TOKENS = (
         "sigmoid", "tan", "exp", "softmax", "softmin", "relu", "sqrt", "reciprocal",
         "Sigmoid", "Tanh", "ReLU", "Softm",

@@ -46,6 +46,10 @@ class EmptyCacheInLoop(Rule):
     NAME = "empty-cache-in-loop"
     MESSAGE = "`{call}` runs on every iteration of the loop, so every iteration re-allocates device memory the cache held"
     FIX = "call it once after the loop, every N steps (`if step % N == 0:`), or only after catching an out-of-memory error"
+    AUTOFIX = (
+        "Unsafe: moves the call after the loop. No fix inside a function run once per step, or "
+        "when the call is alone in its block."
+    )
     TOKENS = ("empty_cache",)
     CLAIM = "on a GPU the bad loop returns reserved memory to the driver every step and takes longer per step than the fixed one"
 

@@ -41,6 +41,10 @@ class GcCollectInLoop(Rule):
     NAME = "gc-collect-in-loop"
     MESSAGE = "`{call}` runs a full garbage collection on every iteration of the loop"
     FIX = "collect once per epoch or every N steps (`if step % N == 0:`), or once after the loop"
+    AUTOFIX = (
+        "Unsafe: moves the call after the loop. No fix inside a function run once per step, or "
+        "when the call is alone in its block."
+    )
     TOKENS = ("collect",)
     CLAIM = ("the bad loop takes longer per step than the fixed one by at least the cost of one full "
              "collection of the program's objects")

@@ -79,6 +79,11 @@ class AllocationInLoop(Rule):
     NAME = "allocation-in-loop"
     MESSAGE = "`{call}` allocates the same buffer on every iteration of the loop"
     FIX = "create `{name}` once before the loop and reset it in place each iteration with {reset}, or write into it with `out=`"
+    AUTOFIX = (
+        "Unsafe: allocates once before the loop; inside it resets with `.zero_()` / `.fill_(1)` a "
+        "buffer the loop writes into, or nothing for one it never writes or that starts empty. No "
+        "fix for `full`-style buffers (the reset value) or multi-line statements."
+    )
     TOKENS = ("torch",)
     CLAIM = ("the bad loop makes one buffer-sized allocation per step and peaks at two buffers; "
              "the fixed loop allocates the buffer once")

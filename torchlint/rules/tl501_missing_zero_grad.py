@@ -59,6 +59,11 @@ class MissingZeroGrad(Rule):
         "so the other iterations add up all previous steps' gradients"
     )
     CONDITIONAL_FIX = "call `{optimizer}.zero_grad()` on every iteration, outside that `if`"
+    AUTOFIX = (
+        "Safe: inserts `optimizer.zero_grad()` before the loop's first `backward()`, when both it "
+        "and the step run on every iteration. No fix for a conditional step (it may be gradient "
+        "accumulation)."
+    )
     TOKENS = ("backward",)
     CLAIM = (
         "the gradient the bad loop applies at step k equals the sum of all k steps' own gradients "

@@ -52,6 +52,9 @@ class ZeroGradBetweenBackwardAndStep(Rule):
         "accumulated over the other iterations are cleared before the step"
     )
     ACCUMULATION_FIX = "move `{zero_grad}` into the same `if` as the step, right after it"
+    AUTOFIX = (
+        "Safe: moves the `zero_grad()` to right after the step's statement."
+    )
     TOKENS = ("zero_grad",)
     CLAIM = "the bad loop leaves every parameter unchanged; the fixed loop changes them"
 
