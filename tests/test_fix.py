@@ -277,3 +277,22 @@ def test_diff_leaves_every_bad_fixture_byte_for_byte(cli, tmp_path):
     result = cli("--diff", "--unsafe-fixes", "--no-cache", "fixtures")
     assert result.code == 1 and result.out.startswith("--- ")
     assert {path: path.read_bytes() for path in (tmp_path / "fixtures").rglob("*.py")} == before
+
+
+# --- pre-commit ----------------------------------------------------------------------------------
+
+def test_the_fix_hook_runs_fix_with_the_lint_hooks_conventions(cli, tmp_path):
+    import shlex
+
+    yaml = pytest.importorskip("yaml")
+
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    assert hooks["torchlint"]["entry"] == "torchlint --pre-commit"  # the lint hook is unchanged
+    fix_hook = hooks["torchlint-fix"]
+    entry = shlex.split(fix_hook["entry"])
+    assert entry[0] == "torchlint" and "--fix" in entry and fix_hook["args"][-1] == "--"
+    assert fix_hook["types"] == ["python"] and fix_hook["language"] == "python"
+    path = write(tmp_path, "-otrain.py", MANUAL_SGD)  # a file named like an option stays a path
+    result = cli(*entry[1:], "--no-cache", *fix_hook["args"], "-otrain.py")
+    assert "with torch.no_grad():" in path.read_text()
+    assert result.code == 1 and "TL401" in result.out  # the unsafe fix is left to the user
