@@ -103,14 +103,31 @@ def test_tl201_decorates_an_evaluation_function_and_wraps_a_loop_after_eval():
     assert "    model.eval()\n    with torch.no_grad():\n        for x in val:\n            print(model(x))\n" in out
 
 
-def test_tl201_offers_no_fix_where_torch_is_not_imported_under_a_name():
+def test_tl201_imports_torch_when_the_file_only_imports_from_it_and_never_wraps_training():
     source = """\
+    \"\"\"Docstring.\"\"\"
     from torch import nn
 
     def evaluate(model, loader):
         return [model(x) for x in loader]
     """
-    assert only_fix(source, "TL201") is None
+    assert fixed(source, "TL201").startswith('"""Docstring."""\nfrom torch import nn\nimport torch\n\n@torch.no_grad()\ndef evaluate(')
+    assert only_fix(source.replace("from torch import nn", "from mylib import nn"), "TL201") is None
+    # an evaluation region opened before the training loop: the loop trains, so it is never wrapped
+    trains = """\
+    import torch
+
+    def fit(generator, encoder, loader, optimizer):
+        generator.eval()
+        for epoch in range(10):
+            for x in loader:
+                loss = ((generator(encoder(x)) - x) ** 2).mean()
+                loss.backward()
+                optimizer.step()
+            encoder.eval()
+            print(encoder(x))
+    """
+    assert [v.fix for v in findings(trains, "TL201")] == [None]
 
 
 def test_tl301_wraps_the_update_safely():

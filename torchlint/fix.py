@@ -435,3 +435,33 @@ def detach_fix(analysis: Any, values: list, ctx: Any, container: str) -> Fix | N
     shown = ", ".join(f"`{source_of(analysis, value)}`" for value in targets[:3])
     message = f"Detach {shown} before keeping it"
     return Fix(SAFE if local and variables else UNSAFE, message, tuple(changes))
+
+
+def torch_reference(analysis: Any) -> tuple[str, tuple] | None:
+    """(name, extra changes) for writing ``torch.no_grad()`` and the like in a fix: the name the
+    module imports torch under, or ``torch`` with an ``import torch`` added after the module's
+    leading imports when the file uses torch only through ``from torch import ...``. None when
+    neither is possible (no leading imports to put it after, ``torch`` bound to something else)."""
+    from torchlint.lazy import cst
+
+    name = torch_name(analysis)
+    if name is not None:
+        return name, ()
+    if "torch" in analysis.imports or analysis.module_scope.bindings.get("torch"):
+        return None
+    if not any(value == "torch" or value.startswith("torch.") for value in analysis.imports.values()):
+        return None  # a file that never imports from torch: not ours to add it
+    last = None
+    for index, statement in enumerate(analysis.module.body):
+        if type(statement) is not cst.SimpleStatementLine:
+            break
+        small = statement.body
+        if index == 0 and len(small) == 1 and type(small[0]) is cst.Expr and type(small[0].value) in (
+                cst.SimpleString, cst.ConcatenatedString):
+            continue  # the module docstring
+        if not all(type(each) in (cst.Import, cst.ImportFrom) for each in small):
+            break
+        last = statement
+    if last is None:
+        return None
+    return "torch", (InsertAfter(last, "import torch"),)

@@ -9,7 +9,7 @@ from torchlint.analysis import (
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
-from torchlint.fix import Fix, InsertBefore, Wrap, torch_name
+from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
 from torchlint.rule import Rule
 
 DEFAULT_EVAL_WORDS = (
@@ -280,21 +280,32 @@ def count_flops(model, x):
         evaluation from its first statement to its end with ``@torch.no_grad()``; else wrap
         the outermost loop of the evaluation region around the forward (or the forward's
         statement itself) in ``with torch.no_grad():``."""
-        torch = torch_name(self.analysis)
+        reference = torch_reference(self.analysis)
         ctx = next((stmt_ctx for found, stmt_ctx in scope.statements if found is stmt), None)
-        if torch is None or ctx is None or ctx.scope is not scope:
+        if reference is None or ctx is None or ctx.scope is not scope:
             return None
+        torch, imports = reference
         first = scope.statements[0][1].order - 1
         region = next(((start, end) for start, end in regions if start < ctx.order < end), None)
         if region is None:
             return None
-        if scope.kind == "function" and region == (first, math.inf) and type(scope.node) is cst.FunctionDef:
+        analysis = self.analysis
+        if analysis.statement_backpropagates(stmt, ctx):
+            return None
+        if (scope.kind == "function" and region == (first, math.inf) and type(scope.node) is cst.FunctionDef
+                and not analysis.backpropagates(scope)):
             return Fix.unsafe(f"Decorate `{scope.name}` with `@{torch}.no_grad()`",
-                              InsertBefore(scope.node, f"@{torch}.no_grad()"))
-        loop = next((loop for loop in ctx.visible_loops if loop.scope is scope and loop.start > region[0]), None)
-        target = loop.node if loop is not None else stmt
-        return Fix.unsafe(f"Wrap `{self.code(target, 30)}` in `with {torch}.no_grad():`",
-                          Wrap(target, target, f"with {torch}.no_grad():"))
+                              InsertBefore(scope.node, f"@{torch}.no_grad()"), *imports)
+        # never a loop that also trains (an eval region opened before the training loop)
+        loop = next((loop for loop in ctx.visible_loops if loop.scope is scope and loop.start > region[0]
+                     and not analysis.loop_backpropagates(loop)), None)
+        if loop is not None:
+            return Fix.unsafe(f"Wrap the evaluation loop in `with {torch}.no_grad():`",
+                              Wrap(loop.node, loop.node, f"with {torch}.no_grad():"), *imports)
+        if any(analysis.loop_backpropagates(loop) for loop in ctx.visible_loops):
+            return None  # the forward's result may feed the training around it: no guessing
+        return Fix.unsafe(f"Wrap `{self.code(stmt, 30)}` in `with {torch}.no_grad():`",
+                          Wrap(stmt, stmt, f"with {torch}.no_grad():"), *imports)
 
     # ------------------------------------------------------------------ evaluation regions
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchlint.analysis import Context, GradMode
-from torchlint.fix import Fix, Wrap, torch_name
+from torchlint.fix import Fix, Wrap, torch_reference
 from torchlint.rule import InPlaceMutationRule
 
 
@@ -126,7 +126,9 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
     def _autofix(self, node) -> Fix | None:
         # safe: the statement raised as written ("a leaf Variable that requires grad is being
         # used in an in-place operation"); under no_grad it does what it says
-        torch = torch_name(self.analysis)
-        if torch is None:
+        reference = torch_reference(self.analysis)
+        if reference is None:
             return None
-        return Fix.safe(f"Wrap the update in `with {torch}.no_grad():`", Wrap(node, node, f"with {torch}.no_grad():"))
+        torch, imports = reference
+        return Fix.safe(f"Wrap the update in `with {torch}.no_grad():`",
+                        Wrap(node, node, f"with {torch}.no_grad():"), *imports)
