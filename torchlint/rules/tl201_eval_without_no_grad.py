@@ -293,6 +293,7 @@ def count_flops(model, x):
         if analysis.statement_backpropagates(stmt, ctx):
             return None
         if (scope.kind == "function" and region == (first, math.inf) and type(scope.node) is cst.FunctionDef
+                and scope.node.asynchronous is None  # torch.no_grad() cannot decorate a coroutine
                 and not analysis.backpropagates(scope)):
             return Fix.unsafe(f"Decorate `{scope.name}` with `@{torch}.no_grad()`",
                               InsertBefore(scope.node, f"@{torch}.no_grad()"), *imports)
