@@ -229,3 +229,22 @@ def test_tl502_moves_zero_grad_after_the_step():
     """
     assert only_fix(source, "TL502").applicability == "safe"
     assert "clip_grad_norm_(model.parameters(), 1.0)\n        optimizer.step()\n        optimizer.zero_grad()\n" in fixed(source, "TL502", unsafe=False)
+
+
+def test_tl301_joins_the_no_grad_block_right_above_but_no_other_block():
+    source = """\
+    import torch
+
+    w = torch.zeros(3, requires_grad=True)
+    for x in loader:
+        (x @ w).sum().backward()
+        with torch.no_grad():
+            log(w)
+        w.add_(1)
+        with torch.inference_mode():
+            log(w)
+        w.mul_(0.5)
+    """
+    out = fixed(source, "TL301")
+    assert "    with torch.no_grad():\n        log(w)\n        w.add_(1)\n" in out
+    assert "    with torch.inference_mode():\n        log(w)\n    with torch.no_grad():\n        w.mul_(0.5)\n" in out

@@ -119,6 +119,10 @@ class Wrap:
     first: Any
     last: Any
     header: str
+    # a statement that may end a block opened by the same header right above ``first``: when it
+    # ends on the line before ``first``, one level deeper, the statements join that block
+    # instead of opening a second one (`with torch.no_grad():` twice in a row)
+    join: Any = None
 
 
 class Unresolvable(Exception):
@@ -226,6 +230,28 @@ def _only_statement(source: SourceText, first: int, last: int, indent: str) -> b
     return starts_block and ends_block
 
 
+def _joins(source: SourceText, span, first: int, indent: str, header: str) -> bool:
+    """Does the statement at ``span`` end on the line before ``first``, one level deeper than
+    ``indent`` and alone there, as the last statement of a block whose header (the nearest code
+    line above it at ``indent``) is ``header`` itself?"""
+    if span.end.line != first - 1:
+        return False
+    line = source.lines[span.end.line - 1]
+    own = line[:len(line) - len(line.lstrip(" \t"))]
+    if own != indent + source.indent_unit() or not _rest_is_blank(line[span.end.column:]):
+        return False
+    if source.lines[span.start.line - 1][:span.start.column] != own:
+        return False
+    for number in range(span.start.line - 1, 0, -1):
+        above = source.lines[number - 1]
+        stripped = above.strip()
+        if not stripped or stripped.startswith("#") or not above.startswith(indent):
+            continue
+        if len(above) - len(above.lstrip(" \t")) == len(indent):
+            return stripped == header
+    return False
+
+
 def _delete_lines(source: SourceText, first: int, last: int) -> Edit:
     if last < len(source.lines) and source.breaks[last - 1]:
         return Edit("", first, 1, last + 1, 1)
@@ -309,6 +335,8 @@ def resolve(fix: Fix, positions, text: str | SourceText) -> Fix:
                 raise Unresolvable("a multi-line string would be re-indented")
             inner = _reindent(lines, indent, indent + source.indent_unit())
             content = indent + change.header + nl + "".join(line + nl for line in inner)
+            if change.join is not None and _joins(source, positions[change.join], first, indent, change.header):
+                content = "".join(line + nl for line in inner)  # re-indented into the block above
             if last < len(source.lines) and source.breaks[last - 1]:
                 edits.append(Edit(content, first, 1, last + 1, 1))
             else:

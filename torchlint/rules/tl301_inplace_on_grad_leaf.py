@@ -121,9 +121,9 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
         if leaf is None or not analysis.grad_enabled(ctx):
             return  # grad_enabled last: it looks at every caller of the function
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), leaf=self.code(leaf, 40)),
-                    self.FIX.format(leaf=self.code(leaf, 40)), autofix=self._autofix(node))
+                    self.FIX.format(leaf=self.code(leaf, 40)), autofix=self._autofix(node, ctx))
 
-    def _autofix(self, node) -> Fix | None:
+    def _autofix(self, node, ctx: Context) -> Fix | None:
         # safe: the statement raised as written ("a leaf Variable that requires grad is being
         # used in an in-place operation"); under no_grad it does what it says
         reference = torch_reference(self.analysis)
@@ -131,4 +131,17 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
             return None
         torch, imports = reference
         return Fix.safe(f"Wrap the update in `with {torch}.no_grad():`",
-                        Wrap(node, node, f"with {torch}.no_grad():"), *imports)
+                        Wrap(node, node, f"with {torch}.no_grad():", join=self._previous_without_grad(node, ctx)),
+                        *imports)
+
+    def _previous_without_grad(self, node, ctx: Context):
+        """The statement that runs right before ``node`` when it runs with grad disabled by a
+        literal ``no_grad`` block (the one an earlier fix opened): the fix joins that block."""
+        found = self.analysis.straight_line(node, ctx)
+        if found is None or found[1] == 0:
+            return None
+        previous = found[0][found[1] - 1]
+        previous_ctx = next((each for stmt, each in ctx.scope.statements if stmt is previous), None)
+        if previous_ctx is None or previous_ctx.grad is GradMode.ENABLED:
+            return None
+        return previous
