@@ -44,13 +44,14 @@ def hook_definition() -> dict:
     except ImportError:  # the file is simple enough to read by hand
         fields = {}
         for line in text.splitlines():
+            if line.startswith("- id:") and fields:
+                break  # the first hook is the lint hook (torchlint-fix follows it)
             key, _, value = line.strip().lstrip("- ").partition(":")
             if key in ("entry", "args", "require_serial"):
                 fields[key] = value.strip()
         return {"entry": fields["entry"], "args": json.loads(fields.get("args", "[]")),
                 "require_serial": fields.get("require_serial") == "true"}
-    (hook,) = yaml.safe_load(text)
-    return hook
+    return next(hook for hook in yaml.safe_load(text) if hook["id"] == "torchlint")
 
 
 def as_pre_commit_runs(hook: dict, filenames: list[str], args: list[str] | None = None) -> list[str]:

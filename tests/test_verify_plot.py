@@ -95,7 +95,8 @@ def test_each_chart_holds_its_claims_metric(cpu_run):
         if "graph_nodes" in panels:
             for side in ("bad", "good"):
                 assert series(panels["graph_nodes"], side).y == record[side]["graph_nodes"]
-            assert series(panels["graph_nodes"], "good").y == [0] * len(record["good"]["steps"])
+            if record.get("kind") != "fix":  # a fixed program may keep its last step's graph (flat)
+                assert series(panels["graph_nodes"], "good").y == [0] * len(record["good"]["steps"])
         if code == "TL403":
             panel = panels["buffer_allocations"]
             assert series(panel, "bad").y == record["bad"]["steps"]  # one buffer per step

@@ -45,9 +45,9 @@ KEEP_USER_INDEXES = 64  # (working directory, configuration) pairs remembered in
 RACY_SECONDS = 2.0
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 STALE_TEMPORARY_SECONDS = 3600.0
-FORMAT = "torchlint-cache-3"
+FORMAT = "torchlint-cache-4"
 MARKER = ('{"format":"%s"' % FORMAT).encode()  # how every index file written by this version starts
-_FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help")
+_FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help", "fix")
 _PROJECT_INDEX = re.compile(r"[0-9a-f]{24}\.json")
 _USER_INDEX = re.compile(r"[0-9a-f]{16}-[0-9a-f]{24}\.json")
 _TEMPORARY = re.compile(r"\.index-[0-9A-Za-z_-]{1,64}\.tmp")
@@ -198,7 +198,7 @@ class Cache:
 
     @staticmethod
     def _violations(path: str, entry: list) -> list[Violation]:
-        return [Violation(path, *row) for row in entry[5]]
+        return [Violation(path, *row[:-1], fix=_fix(row[-1])) for row in entry[5]]
 
     def store(self, path: str, stat: os.stat_result, digest: str, violations: list[Violation],
               dependencies: list | None = None) -> None:
@@ -213,7 +213,8 @@ class Cache:
                 dependencies = previous[6] if previous else []
             newest = max(stat.st_mtime_ns, stat.st_ctime_ns) / 1e9
             racy = time.time() - newest < RACY_SECONDS
-            rows = [[getattr(violation, name) for name in _FIELDS] for violation in violations]
+            rows = [[getattr(violation, name) for name in _FIELDS[:-1]] + [_fix_data(violation.fix)]
+                    for violation in violations]
             entry = [None if racy else stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns, digest, rows,
                      [list(row) for row in dependencies]]
             index.put(os.path.abspath(path), entry)
@@ -239,6 +240,7 @@ def _valid_row(row: object) -> bool:
         and all(_is_count(row[position]) for position in (0, 1, 5, 6))
         and all(type(row[position]) is str for position in (2, 3, 4))
         and (row[7] is None or type(row[7]) is str)
+        and (row[8] is None or _valid_fix(row[8]))
     )
 
 
@@ -248,6 +250,14 @@ def _valid_dependency(row: object) -> bool:
         and type(row[1]) is str and _DIGEST.fullmatch(row[1]) is not None
         and _is_count(row[2]) and _is_count(row[3])
     )
+
+
+def _valid_fix(data: object) -> bool:
+    try:
+        _fix(data)
+        return type(data) is dict
+    except (KeyError, TypeError, IndexError):
+        return False
 
 
 def _valid_entry(entry: object) -> bool:
@@ -459,3 +469,15 @@ def _unlink(name: str, directory: int) -> None:
         os.unlink(name, dir_fd=directory)
     except OSError:
         pass
+
+
+def _fix_data(fix) -> dict | None:
+    return fix.as_dict() if fix is not None else None
+
+
+def _fix(data: dict | None):
+    if data is None:
+        return None
+    from torchlint.fix import Fix
+
+    return Fix.from_dict(data)

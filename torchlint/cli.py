@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="worker processes (default: all cores; capped at the number of cores and of files)")
     speed.add_argument("--no-cache", action="store_true", help="neither read nor write .torchlint_cache")
     speed.add_argument("--no-prefilter", action="store_true", help="debug: parse every file, even without rule tokens")
+    from torchlint.fix_cli import add_arguments as add_fix_arguments
+
+    add_fix_arguments(parser)  # --fix, --unsafe-fixes, --diff, --show-fixes, --add-noqa
     return parser
 
 
@@ -203,6 +206,10 @@ def _lint(argv: list[str]) -> int:
     if cli_layer.select is not None:  # --select replaces every configured selection
         require_rules(selection, None, args)
 
+    from torchlint import fix_cli
+
+    if fix_cli.wanted(args):
+        return fix_cli.run(args, rules, resolver, cli_layer, from_stdin, stdin_name, paths, listed)
     if from_stdin:
         settings = resolver.for_path(stdin_name)
         selection = select_rules(rules, settings, cli_layer)
@@ -342,7 +349,8 @@ def _write_report(args, result, rules) -> None:
             stream.write(statistics(result.violations, args.format))
         else:
             colour = args.format == "text" and not args.output_file and use_colour(stream)
-            stream.write(render(result.violations, args.format, rules, colour))
+            stream.write(render(result.violations, args.format, rules, colour,
+                                unsafe_fixes=getattr(args, "unsafe_fixes", False)))
         stream.flush()
     except BrokenPipeError:
         raise
@@ -357,6 +365,11 @@ def _write_report(args, result, rules) -> None:
                 pass
     if args.format == "text" and not args.quiet:
         print(summary(result.violations, result.files_checked), file=sys.stderr)
+        from torchlint.formatters import fix_summary
+
+        fixable = fix_summary(result.violations, getattr(args, "unsafe_fixes", False))
+        if fixable:
+            print(fixable, file=sys.stderr)
 
 
 def _list_rules(rules, output_format: str) -> int:

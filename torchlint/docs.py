@@ -53,6 +53,8 @@ def explain(rule: type[Rule]) -> str:
         examples.append(("Use instead", _code_block(rule.VALID[0])))
     position = next((i for i, (heading, _) in enumerate(sections) if heading in _AFTER_EXAMPLES), len(sections))
     sections[position:position] = examples
+    if rule.AUTOFIX:
+        sections.append(("Fix", rule.AUTOFIX))
     if rule.CLAIM:
         sections.append(("What `torchlint verify` checks", rule.CLAIM))
 
@@ -91,13 +93,20 @@ def render_index(rules: Sequence[type[Rule]] | None = None) -> str:
 def render_page(rule: type[Rule], evidence: list[dict] | None = None) -> str:
     page = GENERATED_NOTE + "\n\n" + explain(rule)
     rows = [entry for entry in evidence or [] if entry.get("code") == rule.CODE]
-    if rows:
+    claims = [entry for entry in rows if entry.get("kind") != "fix"]
+    fixes = [entry for entry in rows if entry.get("kind") == "fix"]
+    if claims:
         page += "\n## Evidence\n\nMeasured by `torchlint verify` on the rule's fixtures:\n\n"
-        page += "".join(_evidence_lines(entry) for entry in rows)
+        page += "".join(_evidence_lines(entry) for entry in claims)
+    if fixes:
+        page += ("\n## The fix, measured\n\n`torchlint verify` applies the rule's fixes (safe and unsafe) to "
+                 "each bad program and runs the fixed program through the claim's check in place of the "
+                 "good one:\n\n")
+        page += "".join(_evidence_lines(entry, good="fixed") for entry in fixes)
     return page
 
 
-def _evidence_lines(entry: dict) -> str:
+def _evidence_lines(entry: dict, good: str = "good") -> str:
     """One verifier result (an element of ``torchlint verify --format json``): the claim, its
     verdict and where it was measured, the bad and good programs' figures and the check made."""
     where = ", ".join(str(value) for value in (entry.get("device"), entry.get("torch_version") and f"torch {entry['torch_version']}") if value)
@@ -108,7 +117,8 @@ def _evidence_lines(entry: dict) -> str:
         program = entry.get(side)
         if isinstance(program, dict):
             fixture = program.get("fixture")
-            lines.append(f"  - {side}" + (f" `{fixture}`" if fixture else "") + f": {program.get('summary') or 'not measured'}")
+            label = good if side == "good" else side
+            lines.append(f"  - {label}" + (f" `{fixture}`" if fixture else "") + f": {program.get('summary') or 'not measured'}")
     if entry.get("detail"):
         lines.append(f"  - check: {' '.join(str(entry['detail']).split())}")
     return "\n".join(lines) + "\n"

@@ -22,6 +22,7 @@ from torchlint.lazy import cst
 from torchlint.rule import Report, Rule
 from torchlint.violation import INVALID_FILE_CODE, INVALID_FILE_NAME, Violation
 
+UNUSED_NOQA_CODE = "TL001"  # computed here from the other rules' findings (torchlint.fix_noqa)
 SKIP_FILE_RE = re.compile(r"#\s*torchlint\s*:\s*skip-file\b", re.I)
 # flake8's noqa grammar: "# noqa" alone suppresses everything on the line, "# noqa: A1, B2"
 # suppresses the listed codes (and codes they prefix).
@@ -450,8 +451,26 @@ def lint_source(
             return []
         if not rules:
             return []
-        violations = _run_deep(_lint_text, text, path, tuple(rules), options, prefilter)
-        return sorted(_without_noqa(violations, text) if noqa else violations)
+        checking = tuple(rule for rule in rules if rule.CODE != UNUSED_NOQA_CODE)
+        unused_noqa = noqa and len(checking) < len(rules)
+        judged = checking
+        if unused_noqa:  # TL001 judges every TL code its comments name, selected or not
+            from torchlint.fix_noqa import rules_named_in_noqa
+
+            judged = checking + rules_named_in_noqa(text, checking)
+        violations = _run_deep(_lint_text, text, path, judged, options, prefilter) if judged else []
+        if len(judged) > len(checking):
+            selected = {rule.CODE for rule in checking}
+            reported = [v for v in violations if v.code in selected or (
+                v.code == INVALID_FILE_CODE and not v.message.startswith("internal error in TL"))]
+        else:
+            reported = violations
+        kept = _without_noqa(reported, text) if noqa else reported
+        if unused_noqa:  # from the findings before noqa was applied
+            from torchlint.fix_noqa import unused_noqa as find_unused
+
+            kept = kept + _without_noqa(find_unused(text, path, violations, judged), text)
+        return sorted(kept)
     except Exception as error:  # never a traceback: the file gets a TL000 instead
         return [invalid_file(path, f"internal error: {_describe(error)}")]
 
@@ -512,7 +531,7 @@ def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dic
             del reports[before:]
             failures.append(invalid_file(path, f"internal error in {rule_class.CODE}: {_describe(error)}"))
     try:
-        positioned = _position(reports, module, path)
+        positioned = _position(reports, module, path, text)
     except RecursionError:
         return failures + [invalid_file(path, "file too deeply nested to compute positions")]
     except Exception as error:
@@ -598,9 +617,10 @@ def _leave_deep() -> None:
             sys.setrecursionlimit(_saved_limit)
 
 
-def _position(reports: list[Report], module, path: str) -> list[Violation]:
+def _position(reports: list[Report], module, path: str, text: str | None = None) -> list[Violation]:
     if not reports:
         return []
+    source = None
     # Positions for every node cost about two parses; only files with findings pay for them.
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(cst.metadata.PositionProvider)
@@ -614,10 +634,16 @@ def _position(reports: list[Report], module, path: str) -> list[Violation]:
         if key in seen:
             continue
         seen.add(key)
+        fix = None
+        if report.autofix is not None and text is not None:
+            from torchlint.fix import SourceText, resolve_or_none
+
+            source = source or SourceText(text)
+            fix = resolve_or_none(report.autofix, positions, source)
         violations.append(Violation(
             path=path, line=span.start.line, column=span.start.column + 1,
             code=report.rule.CODE, name=report.rule.NAME, message=report.message,
-            end_line=span.end.line, end_column=span.end.column + 1, help=report.fix,
+            end_line=span.end.line, end_column=span.end.column + 1, help=report.fix, fix=fix,
         ))
     return violations
 

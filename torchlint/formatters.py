@@ -32,25 +32,26 @@ def use_colour(stream) -> bool:
 
 
 def render(violations: Sequence[Violation], output_format: str, rules: Sequence[type[Rule]],
-           colour: bool = False) -> str:
+           colour: bool = False, unsafe_fixes: bool = False) -> str:
     if output_format == "json":
         return json.dumps([violation.as_dict() for violation in violations], indent=2) + "\n"
     if output_format == "sarif":
         return json.dumps(sarif(violations, rules), indent=2) + "\n"
     if output_format == "github":
         return "".join(github_line(violation) + "\n" for violation in violations)
-    return "".join(text_line(violation, colour) + "\n" for violation in violations)
+    return "".join(text_line(violation, colour, unsafe_fixes) + "\n" for violation in violations)
 
 
-def text_line(violation: Violation, colour: bool = False) -> str:
+def text_line(violation: Violation, colour: bool = False, unsafe_fixes: bool = False) -> str:
     """``path:line:column: CODE message``, the shape flake8, ruff and editor matchers use. Control
     characters in the path and message (a linted file's name and code) are escaped, so they
     cannot move the cursor or rewrite the terminal."""
     path, message = escape_controls(violation.path), escape_controls(violation.message)
     where = f"{path}:{violation.line}:{violation.column}:"
+    mark = " [*]" if fixable(violation, unsafe_fixes) else ""  # ruff's mark of a fix --fix applies
     if not colour:
-        return f"{where} {violation.code} {message}"
-    return f"{_BOLD}{where}{_RESET} {_BOLD}{_RED}{violation.code}{_RESET} {message}"
+        return f"{where} {violation.code}{mark} {message}"
+    return f"{_BOLD}{where}{_RESET} {_BOLD}{_RED}{violation.code}{_RESET}{mark} {message}"
 
 
 # C0 controls, DEL and C1 controls (U+0080-U+009F; U+009B is a one-character CSI), plus lone
@@ -76,6 +77,54 @@ def summary(violations: Sequence[Violation], files_checked: int) -> str:
         return f"No problems found ({checked})."
     files = len({violation.path for violation in violations})
     return f"Found {_count(len(violations), 'problem')} in {_count(files, 'file')} ({checked})."
+
+
+# --- fixes (torchlint.fix) -----------------------------------------------------------------------
+
+def fixable(violation: Violation, unsafe_fixes: bool = False) -> bool:
+    """Whether ``--fix`` (with ``--unsafe-fixes`` when given) would fix the finding."""
+    fix = violation.fix
+    return fix is not None and bool(fix.edits) and (unsafe_fixes or fix.applicability == "safe")
+
+
+def fix_summary(violations: Sequence[Violation], unsafe_fixes: bool = False) -> str:
+    """ruff's second summary line: how many findings the fix flags would fix, or ''."""
+    safe = sum(1 for violation in violations if fixable(violation))
+    unsafe = sum(1 for violation in violations if fixable(violation, True)) - safe
+    if unsafe_fixes:
+        total = safe + unsafe
+        return f"[*] {total} fixable with the `--fix --unsafe-fixes` options." if total else ""
+    if safe and unsafe:
+        return (f"[*] {safe} fixable with the `--fix` option "
+                f"({unsafe} hidden fix{'es' * (unsafe != 1)} can be enabled with the `--unsafe-fixes` option).")
+    if safe:
+        return f"[*] {safe} fixable with the `--fix` option."
+    if unsafe:
+        return f"No fixes available ({unsafe} hidden fix{'es' * (unsafe != 1)} can be enabled with the `--unsafe-fixes` option)."
+    return ""
+
+
+def _fix_note(violation: Violation) -> str:
+    fix = violation.fix
+    if fix is None or not fix.edits:
+        return ""
+    flag = "--fix" if fix.applicability == "safe" else "--fix --unsafe-fixes"
+    return f" (fix available with {flag}: {fix.message})"
+
+
+def _sarif_fixes(violation: Violation) -> list[dict]:
+    fix = violation.fix
+    if fix is None or not fix.edits:
+        return []
+    replacements = [{
+        "deletedRegion": {"startLine": edit.line, "startColumn": edit.column,
+                          "endLine": edit.end_line, "endColumn": edit.end_column},
+        "insertedContent": {"text": edit.content},
+    } for edit in fix.edits]
+    return [{
+        "description": {"text": f"{fix.message} ({fix.applicability})"},
+        "artifactChanges": [{"artifactLocation": _artifact(violation.path), "replacements": replacements}],
+    }]
 
 
 def _count(number: int, noun: str) -> str:
@@ -112,7 +161,7 @@ def github_line(violation: Violation) -> str:
         "title": violation.code,
     }
     rendered = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties.items())
-    return f"::{level} {rendered}::{_escape_data(violation.message)}"
+    return f"::{level} {rendered}::{_escape_data(violation.message + _fix_note(violation))}"
 
 
 def sarif(violations: Sequence[Violation], rules: Sequence[type[Rule]]) -> dict:
@@ -138,6 +187,8 @@ def sarif(violations: Sequence[Violation], rules: Sequence[type[Rule]]) -> dict:
         }
         if violation.code not in index:  # a code from a rule outside this run's catalogue
             del result["ruleIndex"]
+        if _sarif_fixes(violation):
+            result["fixes"] = _sarif_fixes(violation)
         results.append(result)
     return {
         "$schema": SARIF_SCHEMA,

@@ -17,19 +17,22 @@ from torchlint.lazy import cst
 
 if TYPE_CHECKING:
     from torchlint.analysis import Analysis
+    from torchlint.fix import Fix
 
 _CODE_RE = re.compile(r"^TL\d{3}$")
 _NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 class Report:
-    __slots__ = ("node", "rule", "message", "fix")
+    __slots__ = ("node", "rule", "message", "fix", "autofix")
 
-    def __init__(self, node: Any, rule: type[Rule], message: str, fix: str | None) -> None:
+    def __init__(self, node: Any, rule: type[Rule], message: str, fix: str | None,
+                 autofix: Fix | None = None) -> None:
         self.node = node
         self.rule = rule
         self.message = message
-        self.fix = fix
+        self.fix = fix  # the fix in words (ruff's fix_title)
+        self.autofix = autofix  # the fix as changes to the tree (torchlint.fix), if a sound one exists
 
 
 class Rule:
@@ -41,6 +44,9 @@ class Rule:
     # is not parsed for it. Keep the list generous: a missing token silently loses findings.
     TOKENS: ClassVar[tuple[str, ...]] = ()
     ENABLED_BY_DEFAULT: ClassVar[bool] = True
+    # The automatic fix in words, starting with its applicability ("Safe: ..." / "Unsafe: ..."),
+    # for the docs; empty when the rule offers none. The fix itself is passed to report().
+    AUTOFIX: ClassVar[str] = ""
     # What the runtime verifier checks, in one sentence (shown in rule pages and `verify`).
     CLAIM: ClassVar[str] = ""
     VALID: ClassVar[list[str]] = []
@@ -51,8 +57,12 @@ class Rule:
         self._reports = reports
         self.options = options or {}
 
-    def report(self, node: Any, message: str | None = None, fix: str | None = None) -> None:
-        self._reports.append(Report(node, type(self), message or self.MESSAGE, fix or self.FIX))
+    def report(self, node: Any, message: str | None = None, fix: str | None = None,
+               autofix: Fix | None = None) -> None:
+        """Report a finding at ``node``. ``fix`` says how to fix it in words; ``autofix``, where
+        a sound one exists, is the fix itself (``Fix.safe(...)`` / ``Fix.unsafe(...)`` of
+        ``torchlint.fix``), applied by ``--fix``."""
+        self._reports.append(Report(node, type(self), message or self.MESSAGE, fix or self.FIX, autofix))
 
     def code(self, node: Any, limit: int = 80) -> str:
         """Source text of a node on one line, shortened to ``limit`` characters, for messages."""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchlint.fix import Fix
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -16,11 +20,16 @@ class Violation:
     end_line: int
     end_column: int
     help: str | None = None  # how to fix it, in words (ruff's fix_title)
+    # the fix as text edits (torchlint.fix.Fix), where the rule has a sound one
+    fix: Fix | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict:
-        data = asdict(self)
-        data["fix"] = None  # no autofix yet; the key is part of the JSON contract
+        data = {name: getattr(self, name) for name in _FIELDS}
+        data["fix"] = self.fix.as_dict() if self.fix is not None else None
         return data
+
+
+_FIELDS = ("path", "line", "column", "code", "name", "message", "end_line", "end_column", "help")
 
 
 INVALID_FILE_CODE = "TL000"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, mentioned_keys, storage_key
 from torchlint.lazy import cst
+from torchlint.fix import detach_fix
 from torchlint.rule import Rule
 
 # method -> index of the stored argument
@@ -48,6 +49,12 @@ class TensorStoredAcrossIterations(Rule):
     FIX = (
         "store `{value}.detach()` (add `.cpu()` to free device memory), or `{value}.item()` "
         "for a Python number (syncs the device every step)"
+    )
+    AUTOFIX = (
+        "Safe when the container is a local of the function and the stored value a variable: "
+        "stores `v.detach()` (each graph-attached element of a stored list, tuple or dict "
+        "literal). Unsafe otherwise (a container that outlives the function, a stored call result "
+        "that might not be a tensor)."
     )
     TOKENS = ATTACHMENT_TOKENS
     CLAIM = "live tensor memory grows linearly with iterations for the bad loop and stays flat for the fixed one"
@@ -185,7 +192,8 @@ for i, batch in enumerate(loader):
             return
         if analysis.reaches_backward(key, ctx):
             return  # collected for one backward() over all of them
-        self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value))
+        self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value),
+                    autofix=detach_fix(analysis, [value], ctx, key))
 
     def _slot_detached(self, value, ctx: Context) -> bool:
         """``output['loss'] = output['loss'].detach()`` earlier in the iteration, before

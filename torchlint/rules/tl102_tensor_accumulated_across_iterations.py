@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, storage_key
 from torchlint.lazy import cst
+from torchlint.fix import detach_fix
 from torchlint.rule import Rule
 
 CONCATENATING_FUNCTIONS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack"})
@@ -42,6 +43,10 @@ class TensorAccumulatedAcrossIterations(Rule):
     NAME = "tensor-accumulated-across-iterations"
     MESSAGE = "`{stmt}` accumulates a tensor attached to the autograd graph, chaining every iteration's graph onto `{acc}`"
     FIX = "accumulate `{value}.item()` (a Python number) or `{value}.detach()` (a tensor without the graph)"
+    AUTOFIX = (
+        "Safe when the accumulator is a local of the function and the added value a variable: "
+        "adds `v.detach()`. Unsafe otherwise."
+    )
     TOKENS = ATTACHMENT_TOKENS
     CLAIM = "the bad loop retains memory or graph nodes in proportion to its iterations; the fixed one retains none"
 
@@ -210,6 +215,7 @@ for step, batch in enumerate(loader):
             node,
             self.MESSAGE.format(stmt=self.code(node, 60), acc=key),
             self.FIX.format(value=self.operand(attached)),
+            autofix=detach_fix(analysis, terms, ctx, key),
         )
 
 

@@ -20,6 +20,7 @@ from torchlint.analysis import (
     mentioned_keys,
 )
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertBefore, Replace, torch_name
 from torchlint.rule import Rule
 
 # Callees that produce a recurrent state when the analysis does not already know them as modules.
@@ -87,6 +88,12 @@ class RecurrentStateNotDetached(Rule):
     FIX = (
         "cut the history once per iteration before feeding the state back: `{state} = {state}.detach()` "
         "(a tuple of tensors: `{state} = tuple(v.detach() for v in {state})`)"
+    )
+    AUTOFIX = (
+        "Unsafe: detaches each carried state at the top of the loop body (`h = h.detach()`; a "
+        "state that may be a tuple or None gets a line handling both), and drops "
+        "`retain_graph=True` from the loop's only `backward()`. No fix for a state carried across "
+        "calls of a per-step function (no loop in sight)."
     )
     TOKENS = ("backward", "training_step")
     CLAIM = (
@@ -183,7 +190,7 @@ for x, y in stream:
         for loop in training_loops:
             carried = [key for key in states if self._carried_through(key, loop, targets, node, ctx)]
             if carried:
-                self._report(node, carried, loop)
+                self._report(node, carried, loop, self._autofix(node, carried, loop, ctx))
                 return
         if training_loops:
             return  # the loop that trains here detaches or resets the state
@@ -220,7 +227,57 @@ for x, y in stream:
         name = dotted_name(func)
         return name is not None and bool(RECURRENT_CALLEE_RE.search(last_part(name)))
 
-    def _report(self, node, states: list[str], loop: Loop | None) -> None:
+    def _autofix(self, node, states: list[str], loop: Loop, ctx: Context) -> Fix | None:
+        """Unsafe (the gradient no longer flows into earlier iterations, which is the point):
+        detach each carried state at the top of the loop's body, element by element for the
+        parts of an unpacked tuple. A state that may hold a tuple (``out, hidden = lstm(...)``)
+        or None (before its first step) gets a line that handles both."""
+        body = getattr(loop.node, "body", None)
+        if loop.implicit is not None or type(body) is not cst.IndentedBlock or not body.body:
+            return None
+        torch = torch_name(self.analysis)
+        kinds = {}
+        for target in node.targets:
+            _state_shapes(target.target, kinds, top=True)
+        lines = []
+        for key in states:
+            maybe_none = any(type(binding.value) is cst.Name and binding.value.value == "None"
+                             or binding.kind == "param" for binding in ctx.scope.bindings.get(key, ()))
+            if kinds.get(key, "unknown") == "tensor":
+                value = f"{key}.detach()"
+            elif torch is None:
+                return None
+            else:
+                value = (f"{key}.detach() if isinstance({key}, {torch}.Tensor) "
+                         f"else tuple(part.detach() for part in {key})")
+            if maybe_none:
+                lines += [f"if {key} is not None:", f"    {key} = {value}"]
+            else:
+                lines.append(f"{key} = {value}")
+        names = ", ".join(f"`{key}`" for key in states)
+        changes = [InsertBefore(body.body[0], "\n".join(lines))]
+        message = f"Detach {names} at the top of every iteration"
+        retained = self._retain_graph_argument(loop)
+        if retained is not None:
+            # the only backward() of the loop kept its graph for the next iteration's sake
+            call, arg = retained
+            rest = [self.analysis.module.code_for_node(other.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+                    for other in call.args if other is not arg]
+            changes.append(Replace(call, f"{self.analysis.module.code_for_node(call.func)}({', '.join(rest)})"))
+            message += " and drop `retain_graph=True`"
+        return Fix.unsafe(message, *changes)
+
+    def _retain_graph_argument(self, loop: Loop):
+        """(call, argument) of ``retain_graph=True`` when it is on the loop's only ``backward()``."""
+        calls = [call for stmt, _ in self.analysis.statements_in_loop(loop) for call in self.analysis.calls_in(stmt)
+                 if call_name(call) in BACKWARD_FUNCTIONS]
+        if len(calls) != 1:
+            return None
+        arg = next((arg for arg in calls[0].args if arg.keyword is not None and arg.keyword.value == "retain_graph"
+                    and type(arg.value) is cst.Name and arg.value.value == "True"), None)
+        return (calls[0], arg) if arg is not None else None
+
+    def _report(self, node, states: list[str], loop: Loop | None, autofix: Fix | None = None) -> None:
         names = ", ".join(f"`{key}`" for key in states)
         message = self.MESSAGE.format(
             stmt=self.code(node, 60), states=names, them="it" if len(states) == 1 else "them",
@@ -235,7 +292,7 @@ for x, y in stream:
             fix += " (in a method such as `detach_state()` that the training loop calls every step)"
         elif self._retains_graph(loop):
             message += "; `retain_graph=True` only hides the error while memory grows every step"
-        self.report(node, message, fix)
+        self.report(node, message, fix, autofix=autofix)
 
     def _retains_graph(self, loop: Loop) -> bool:
         for stmt, _ in self.analysis.statements_in_loop(loop):
@@ -581,6 +638,23 @@ def _self_arguments(call) -> set[str]:
         values = [element.value for element in arg.value.elements] if type(arg.value) is cst.Tuple else [arg.value]
         keys.update(key for key in map(dotted_name, values) if key is not None and key.startswith("self."))
     return keys
+
+
+def _state_shapes(target, kinds: dict, top: bool) -> None:
+    """What each key of an assignment target holds, for the fix: ``h = cell(x, h)`` and the
+    parts of a nested tuple ``out, (h, c) = lstm(...)`` are tensors; a direct element of the
+    top-level unpacking (``out, hidden = model(...)``) may be a tensor or a tuple of them."""
+    if type(target) in (cst.Tuple, cst.List):
+        for element in target.elements:
+            inner = element.value
+            if type(inner) in (cst.Tuple, cst.List):
+                _state_shapes(inner, kinds, top=False)
+            elif (key := dotted_name(inner)) is not None:
+                kinds[key] = "unknown" if top else "tensor"
+        return
+    key = dotted_name(target)
+    if key is not None:
+        kinds[key] = "tensor"
 
 
 def _target_keys(target) -> list[str]:

@@ -10,6 +10,7 @@ from torchlint.analysis import (
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.vocabulary import COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
 from torchlint.rule import Rule
 
 DEFAULT_EVAL_WORDS = (
@@ -100,6 +101,11 @@ class EvalWithoutNoGrad(Rule):
     MESSAGE = "`{call}` runs a forward pass in evaluation code with autograd enabled, keeping activations no backward pass will use"
     FIX = "run the evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), or decorate `{function}` with `@torch.no_grad()`"
     # A finding needs a forward pass: a module-like name or a class whose name says so.
+    AUTOFIX = (
+        "Unsafe: decorates a function that evaluates from its first statement with "
+        "`@torch.no_grad()`, otherwise wraps the evaluation loop (or the forward's statement) in "
+        "`with torch.no_grad():`. No fix where `torch` is not imported under a name."
+    )
     TOKENS = ATTACHMENT_TOKENS + ("Encoder", "Decoder", "Classifier")
     CLAIM = "the peak memory of the evaluation loop with autograd enabled is at least 1.5× that of the same loop under `torch.no_grad()`"
 
@@ -265,6 +271,7 @@ def count_flops(model, x):
             stmt,
             self.MESSAGE.format(call=self.code(call, 50)),
             self.FIX.format(function=node.name.value),
+            autofix=self._autofix(scope, regions, stmt),
         )
 
     def check_module_scope(self, scope) -> None:
@@ -273,7 +280,41 @@ def count_flops(model, x):
         found = self._first_forward(scope, regions) if regions else None
         if found is not None:
             stmt, call = found
-            self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX)
+            self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
+                        autofix=self._autofix(scope, regions, stmt))
+
+    def _autofix(self, scope, regions, stmt) -> Fix | None:
+        """Unsafe (code after the forward might need its graph): decorate a function that is
+        evaluation from its first statement to its end with ``@torch.no_grad()``; else wrap
+        the outermost loop of the evaluation region around the forward (or the forward's
+        statement itself) in ``with torch.no_grad():``."""
+        reference = torch_reference(self.analysis)
+        ctx = next((stmt_ctx for found, stmt_ctx in scope.statements if found is stmt), None)
+        if reference is None or ctx is None or ctx.scope is not scope:
+            return None
+        torch, imports = reference
+        first = scope.statements[0][1].order - 1
+        region = next(((start, end) for start, end in regions if start < ctx.order < end), None)
+        if region is None:
+            return None
+        analysis = self.analysis
+        if analysis.statement_backpropagates(stmt, ctx):
+            return None
+        if (scope.kind == "function" and region == (first, math.inf) and type(scope.node) is cst.FunctionDef
+                and scope.node.asynchronous is None  # torch.no_grad() cannot decorate a coroutine
+                and not analysis.backpropagates(scope)):
+            return Fix.unsafe(f"Decorate `{scope.name}` with `@{torch}.no_grad()`",
+                              InsertBefore(scope.node, f"@{torch}.no_grad()"), *imports)
+        # never a loop that also trains (an eval region opened before the training loop)
+        loop = next((loop for loop in ctx.visible_loops if loop.scope is scope and loop.start > region[0]
+                     and not analysis.loop_backpropagates(loop)), None)
+        if loop is not None:
+            return Fix.unsafe(f"Wrap the evaluation loop in `with {torch}.no_grad():`",
+                              Wrap(loop.node, loop.node, f"with {torch}.no_grad():"), *imports)
+        if any(analysis.loop_backpropagates(loop) for loop in ctx.visible_loops):
+            return None  # the forward's result may feed the training around it: no guessing
+        return Fix.unsafe(f"Wrap `{self.code(stmt, 30)}` in `with {torch}.no_grad():`",
+                          Wrap(stmt, stmt, f"with {torch}.no_grad():"), *imports)
 
     # ------------------------------------------------------------------ evaluation regions
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from torchlint.analysis import Context, GradMode
+from torchlint.fix import Fix, Wrap, torch_reference
 from torchlint.rule import InPlaceMutationRule
 
 
@@ -40,6 +41,10 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     NAME = "inplace-on-grad-leaf"
     MESSAGE = "`{stmt}` modifies `{leaf}`, a leaf tensor that requires grad, in place while autograd is recording"
     FIX = "do the update under `with torch.no_grad():`; initialise with `torch.nn.init` functions"
+    AUTOFIX = (
+        "Safe (the update raised as written): wraps the in-place update in `with "
+        "torch.no_grad():`."
+    )
     TOKENS = ("requires_grad", "Parameter", "parameters", "param_groups", ".weight", ".bias")
     CLAIM = (
         "the bad program raises a RuntimeError about a leaf Variable used in an in-place operation; "
@@ -117,4 +122,27 @@ for p_ema, p in zip(ema.parameters(), model.parameters()):
         if leaf is None or not analysis.grad_enabled(ctx):
             return  # grad_enabled last: it looks at every caller of the function
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), leaf=self.code(leaf, 40)),
-                    self.FIX.format(leaf=self.code(leaf, 40)))
+                    self.FIX.format(leaf=self.code(leaf, 40)), autofix=self._autofix(node, ctx))
+
+    def _autofix(self, node, ctx: Context) -> Fix | None:
+        # safe: the statement raised as written ("a leaf Variable that requires grad is being
+        # used in an in-place operation"); under no_grad it does what it says
+        reference = torch_reference(self.analysis)
+        if reference is None:
+            return None
+        torch, imports = reference
+        return Fix.safe(f"Wrap the update in `with {torch}.no_grad():`",
+                        Wrap(node, node, f"with {torch}.no_grad():", join=self._previous_without_grad(node, ctx)),
+                        *imports)
+
+    def _previous_without_grad(self, node, ctx: Context):
+        """The statement that runs right before ``node`` when it runs with grad disabled by a
+        literal ``no_grad`` block (the one an earlier fix opened): the fix joins that block."""
+        found = self.analysis.straight_line(node, ctx)
+        if found is None or found[1] == 0:
+            return None
+        previous = found[0][found[1] - 1]
+        previous_ctx = next((each for stmt, each in ctx.scope.statements if stmt is previous), None)
+        if previous_ctx is None or previous_ctx.grad is GradMode.ENABLED:
+            return None
+        return previous

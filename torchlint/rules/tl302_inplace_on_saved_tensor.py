@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 from torchlint.analysis import (
-    PARAMETERISED_LAYERS, Binding, Context, call_arguments, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
+    PARAMETERISED_LAYERS, Binding, Context, GradMode, call_arguments, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
     strip_views,
 )
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertBefore
 from torchlint.rule import InPlaceMutationRule
 
 # Ops whose backward needs their own output, measured on torch 2.13: mutating the result in place
@@ -61,6 +62,10 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     NAME = "inplace-on-saved-tensor"
     MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
     FIX = "use an out-of-place op (`{name} = {name} * ...`) or change a copy made with `{name}.clone()`"
+    AUTOFIX = (
+        "Unsafe (other aliases no longer see the update): inserts `x = x.clone()` before the "
+        "in-place update. No fix under `no_grad`, where the copy would cut the graph."
+    )
     TOKENS = (
         "sigmoid", "tan", "exp", "softmax", "softmin", "relu", "sqrt", "reciprocal",
         "Sigmoid", "Tanh", "ReLU", "Softm",
@@ -168,8 +173,17 @@ for x, y in loader:
             if origin is not None and self._graph_still_needed(origin[1], ctx):
                 name = self.code(base, 30)
                 self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
-                            self.FIX.format(name=name))
+                            self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
                 return
+
+    def _autofix(self, node, base, ctx: Context) -> Fix | None:
+        """Unsafe (another alias of the tensor no longer sees the update): give the name a copy
+        of its own right before the update, so the saved tensor stays as autograd saved it.
+        Not under ``no_grad``, where the copy would cut the graph."""
+        if type(base) is not cst.Name or ctx.grad is not GradMode.ENABLED:
+            return None
+        key = base.value
+        return Fix.unsafe(f"Clone `{key}` before updating it in place", InsertBefore(node, f"{key} = {key}.clone()"))
 
     def _saved_origin(self, key: str, ctx: Context, depth: int) -> tuple[str, Binding] | None:
         """(op, binding) when ``key`` at ``ctx`` holds the output of an output-saving op computed

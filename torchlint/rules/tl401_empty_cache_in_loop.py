@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import Context
 from torchlint.lazy import cst
+from torchlint.fix import move_after_loop
 from torchlint.rule import Rule
 
 
@@ -45,6 +46,10 @@ class EmptyCacheInLoop(Rule):
     NAME = "empty-cache-in-loop"
     MESSAGE = "`{call}` runs on every iteration of the loop, so every iteration re-allocates device memory the cache held"
     FIX = "call it once after the loop, every N steps (`if step % N == 0:`), or only after catching an out-of-memory error"
+    AUTOFIX = (
+        "Unsafe: moves the call after the loop. No fix inside a function run once per step, or "
+        "when the call is alone in its block."
+    )
     TOKENS = ("empty_cache",)
     CLAIM = "on a GPU the bad loop returns reserved memory to the driver every step and takes longer per step than the fixed one"
 
@@ -104,4 +109,7 @@ while batch_size > 1:
             return
         if not self.analysis.runs_every_step(ctx):
             return
-        self.report(node, self.MESSAGE.format(call=self.code(call, 40)))
+        # unsafe: the loop may need the memory freed mid-way (an OOM retry), and code after it
+        # does not run when the loop returns
+        autofix = move_after_loop(node, ctx, f"Move `{self.code(call, 40)}` after the loop")
+        self.report(node, self.MESSAGE.format(call=self.code(call, 40)), autofix=autofix)

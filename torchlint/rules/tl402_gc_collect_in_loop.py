@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import Context, call_arguments, keyword_argument
 from torchlint.lazy import cst
+from torchlint.fix import move_after_loop
 from torchlint.rule import Rule
 
 
@@ -40,6 +41,10 @@ class GcCollectInLoop(Rule):
     NAME = "gc-collect-in-loop"
     MESSAGE = "`{call}` runs a full garbage collection on every iteration of the loop"
     FIX = "collect once per epoch or every N steps (`if step % N == 0:`), or once after the loop"
+    AUTOFIX = (
+        "Unsafe: moves the call after the loop. No fix inside a function run once per step, or "
+        "when the call is alone in its block."
+    )
     TOKENS = ("collect",)
     CLAIM = ("the bad loop takes longer per step than the fixed one by at least the cost of one full "
              "collection of the program's objects")
@@ -99,4 +104,7 @@ for step, batch in enumerate(loader):
             return  # a young-generation collection: cheap
         if not self.analysis.runs_every_step(ctx):
             return
-        self.report(node, self.MESSAGE.format(call=self.code(call, 40)))
+        # unsafe: the loop may need the memory freed mid-way (an OOM retry), and code after it
+        # does not run when the loop returns
+        autofix = move_after_loop(node, ctx, f"Move `{self.code(call, 40)}` after the loop")
+        self.report(node, self.MESSAGE.format(call=self.code(call, 40)), autofix=autofix)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import Context, Loop, iter_expression_nodes, keyword_argument, last_part, mentioned_keys
 from torchlint.lazy import cst
+from torchlint.fix import Delete, Fix, InsertBefore, Replace, source_of
 from torchlint.rule import Rule
 
 # Factories whose values do not depend on the iteration: a buffer of them can be made once.
@@ -78,6 +79,11 @@ class AllocationInLoop(Rule):
     NAME = "allocation-in-loop"
     MESSAGE = "`{call}` allocates the same buffer on every iteration of the loop"
     FIX = "create `{name}` once before the loop and reset it in place each iteration with {reset}, or write into it with `out=`"
+    AUTOFIX = (
+        "Unsafe: allocates once before the loop; inside it resets with `.zero_()` / `.fill_(1)` a "
+        "buffer the loop writes into, or nothing for one it never writes or that starts empty. No "
+        "fix for `full`-style buffers (the reset value) or multi-line statements."
+    )
     TOKENS = ("torch",)
     CLAIM = ("the bad loop makes one buffer-sized allocation per step and peaks at two buffers; "
              "the fixed loop allocates the buffer once")
@@ -152,7 +158,28 @@ def pad_batches(batches, width):
         uses = _BufferUses(self.analysis, name, loop, ctx)
         if uses.kept:
             return
-        self.report(node, self.MESSAGE.format(call=self.code(call, 50)), self._fix(name, kind, uses.written))
+        self.report(node, self.MESSAGE.format(call=self.code(call, 50)), self._fix(name, kind, uses.written),
+                    autofix=self._autofix(node, name, kind, uses.written, loop))
+
+    def _autofix(self, node, name: str, kind: str, written: bool, loop: Loop) -> Fix | None:
+        """Unsafe (the buffer now exists even when the loop runs no iteration, and a reset
+        costs a kernel of its own): allocate once before the loop; inside it, reset a buffer
+        the loop writes into (``zero_()`` / ``fill_(1)``), or nothing when it is never written
+        or starts empty. No fix when the reset value would have to be guessed (``full``) or
+        the loop is a function run once per step (no "before the loop" in sight)."""
+        if loop.implicit is not None:
+            return None
+        text = source_of(self.analysis, node)
+        if "\n" in text:
+            return None  # a multi-line statement: re-indenting it is not worth the risk
+        hoist = InsertBefore(loop.node, text)
+        message = f"Allocate `{name}` once before the loop"
+        if not written or kind.startswith(("empty", "new_empty")):
+            return Fix.unsafe(message, hoist, Delete(node))
+        reset = RESET.get(kind)
+        if reset is None or "value" in reset:
+            return None
+        return Fix.unsafe(f"{message} and reset it with `{name}{reset}`", hoist, Replace(node, f"{name}{reset}"))
 
     def _fix(self, name: str, kind: str, written: bool) -> str:
         if not written:

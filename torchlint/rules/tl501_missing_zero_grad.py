@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import Context, Loop, dotted_name
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertBefore, source_of
 from torchlint.rule import Rule
 
 
@@ -58,6 +59,11 @@ class MissingZeroGrad(Rule):
         "so the other iterations add up all previous steps' gradients"
     )
     CONDITIONAL_FIX = "call `{optimizer}.zero_grad()` on every iteration, outside that `if`"
+    AUTOFIX = (
+        "Safe: inserts `optimizer.zero_grad()` before the loop's first `backward()`, when both it "
+        "and the step run on every iteration. No fix for a conditional step (it may be gradient "
+        "accumulation)."
+    )
     TOKENS = ("backward",)
     CLAIM = (
         "the gradient the bad loop applies at step k equals the sum of all k steps' own gradients "
@@ -148,12 +154,29 @@ for step in range(num_steps):
         ]
         name = self.code(optimizer, 40)
         if not clearings:
-            self.report(node, self.MESSAGE.format(step=self.code(call, 60)), self.FIX.format(optimizer=name))
+            self.report(node, self.MESSAGE.format(step=self.code(call, 60)), self.FIX.format(optimizer=name),
+                        autofix=self._autofix(optimizer, loop, ctx))
             return
         guard = self._only_conditional(clearings, loop, ctx)
         if guard is not None:
             self.report(node, self.CONDITIONAL_MESSAGE.format(step=self.code(call, 60), test=self.code(guard.test, 40)),
                         self.CONDITIONAL_FIX.format(optimizer=name))
+
+    def _autofix(self, optimizer, loop: Loop, ctx: Context) -> Fix | None:
+        """``optimizer.zero_grad()`` inserted before the loop's first ``backward()``, when the
+        step and that ``backward()`` both run on every iteration of the loop itself. A step under
+        an ``if`` may be gradient accumulation: clearing before every backward would break it."""
+        analysis = self.analysis
+        if ctx.loop is not loop or not analysis.runs_every_iteration(ctx):
+            return None
+        for stmt, stmt_ctx in analysis.statements_in_loop(loop):
+            if not isinstance(stmt, cst.BaseSmallStatement) or not analysis.statement_backpropagates(stmt, stmt_ctx):
+                continue
+            if stmt_ctx.loop is not loop or not analysis.runs_every_iteration(stmt_ctx):
+                return None  # the first backward is conditional or in an inner loop
+            call = f"{source_of(analysis, optimizer)}.zero_grad()"
+            return Fix.safe(f"Insert `{call}` before `{self.code(stmt, 40)}`", InsertBefore(stmt, call))
+        return None
 
     def _only_conditional(self, clearings: list[Context], loop: Loop, ctx: Context):
         """The ``if`` of the clearing when the step runs on every iteration but every clearing

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys
 from torchlint.lazy import cst
+from torchlint.fix import Fix, Move, statement_of_call
 from torchlint.rule import Rule
 
 
@@ -51,6 +52,9 @@ class ZeroGradBetweenBackwardAndStep(Rule):
         "accumulated over the other iterations are cleared before the step"
     )
     ACCUMULATION_FIX = "move `{zero_grad}` into the same `if` as the step, right after it"
+    AUTOFIX = (
+        "Safe: moves the `zero_grad()` to right after the step's statement."
+    )
     TOKENS = ("zero_grad",)
     CLAIM = "the bad loop leaves every parameter unchanged; the fixed loop changes them"
 
@@ -145,7 +149,7 @@ for real, noise in loader:
             text = self.code(call, 50)
             self.report(node, self.ACCUMULATION_MESSAGE.format(
                 zero_grad=text, step=self.code(accumulated[0], 50), guard=self.code(accumulated[1].test, 40)),
-                self.ACCUMULATION_FIX.format(zero_grad=text))
+                self.ACCUMULATION_FIX.format(zero_grad=text), autofix=self._autofix(node, accumulated[0], ctx))
             return
         found = self.analysis.straight_line(node, ctx)
         if found is None:
@@ -159,7 +163,15 @@ for real, noise in loader:
         text = self.code(call, 50)
         step_text = self.code(step, 50)
         self.report(node, self.MESSAGE.format(zero_grad=text, step=step_text),
-                    self.FIX.format(zero_grad=text, step=step_text))
+                    self.FIX.format(zero_grad=text, step=step_text), autofix=self._autofix(node, step, ctx))
+
+    def _autofix(self, node, step, ctx: Context) -> Fix | None:
+        """Move the ``zero_grad()`` to right after the step's statement: the step then applies
+        the gradients backward() made, and the next backward() starts from cleared ones."""
+        stmt = statement_of_call(self.analysis, step, ctx.scope)
+        if stmt is None:
+            return None
+        return Fix.safe(f"Move `{self.code(node, 40)}` after `{self.code(stmt, 40)}`", Move(node, stmt))
 
     def _accumulation_step(self, receiver, ctx: Context):
         """(step call, its ``if``) when the ``zero_grad()`` runs on every iteration of a loop

@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the fixtures directory (default: $TORCHLINT_FIXTURES, else the fixtures "
                              "installed with torchlint, which are the repository's fixtures/)")
     parser.add_argument("--jobs", type=int, default=None, help="probes run at once (default: min(2, CPUs))")
+    parser.add_argument("--no-fixes", action="store_true",
+                        help="do not check the rules' fixes (by default each fixed bad program must pass the claim's check)")
     return parser
 
 
@@ -126,7 +128,7 @@ def _verify(args: argparse.Namespace) -> int:
     device = ("cuda" if env["cuda"] else "cpu") if args.device == "auto" else args.device
     if device == "cuda" and not env["cuda"]:
         raise UsageError("--device cuda: CUDA is not available")
-    records = verify(claims, device, args.steps, fixtures, env["torch_version"], args.jobs)
+    records = _verify_with_fixes(claims, device, args, fixtures, env["torch_version"], verify)
     elapsed = time.perf_counter() - started
     text = json.dumps(records, indent=2) + "\n" if args.format == "json" else render_text(records, elapsed)
     if args.output_file:
@@ -141,12 +143,28 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if any(record["verdict"] in ("refuted", "error") for record in records) else 0
 
 
+def _verify_with_fixes(claims, device, args, fixtures, torch_version, verify) -> list[dict]:
+    """The claims' records (``"kind": "claim"``) followed by one record per fix check
+    (``"kind": "fix"``, see ``torchlint.verify.fixes``)."""
+    import tempfile
+
+    from torchlint.verify.fixes import CLAIM, FIX, fix_claims
+
+    with tempfile.TemporaryDirectory(prefix="torchlint-fixed-") as directory:
+        checks = [] if args.no_fixes else fix_claims(claims, fixtures, Path(directory))
+        records = verify(claims + checks, device, args.steps, fixtures, torch_version, args.jobs)
+    for index, record in enumerate(records):
+        record["kind"] = CLAIM if index < len(claims) else FIX
+    return records
+
+
 def render_text(records: list[dict], elapsed: float) -> str:
     from torchlint.verify.claims import VERDICTS
 
     header = ("rule", "claim", "metric", "bad", "good", "verdict")
     rows = [header] + [
-        (r["code"], _shorten(r["claim"], 56), r["metric"], r["bad"].get("summary") or "-",
+        (r["code"] + (" fix" if r.get("kind") == "fix" else ""), _shorten(r["claim"], 56), r["metric"],
+         r["bad"].get("summary") or "-",
          r["good"].get("summary") or "-", r["verdict"])
         for r in records
     ]
