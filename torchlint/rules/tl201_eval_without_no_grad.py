@@ -262,6 +262,8 @@ def count_flops(model, x):
         found = self._first_forward(scope, regions, strict=self._grad_unknown(scope)) if regions else None
         if found is None:
             found = self._discarded_forward(scope)
+            if found is not None:  # inference code from its first statement to its end
+                regions = [(scope.statements[0][1].order - 1, math.inf)]
         if found is None:
             return
         if analysis.all_calls_grad_disabled(scope):
