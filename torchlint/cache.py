@@ -45,7 +45,7 @@ MAX_INDEX_BYTES = 256 * 1024 * 1024
 STALE_TEMPORARY_SECONDS = 3600.0
 FORMAT = "torchlint-cache-2"
 MARKER = ('{"format":"%s"' % FORMAT).encode()  # how every index file written by this version starts
-_FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help")
+_FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help", "cell")
 _PROJECT_INDEX = re.compile(r"[0-9a-f]{24}\.json")
 _USER_INDEX = re.compile(r"[0-9a-f]{16}-[0-9a-f]{24}\.json")
 _TEMPORARY = re.compile(r"\.index-[0-9A-Za-z_-]{1,64}\.tmp")
@@ -227,6 +227,7 @@ def _valid_row(row: object) -> bool:
         and all(_is_count(row[position]) for position in (0, 1, 5, 6))
         and all(type(row[position]) is str for position in (2, 3, 4))
         and (row[7] is None or type(row[7]) is str)
+        and (row[8] is None or _is_count(row[8]))
     )
 
 

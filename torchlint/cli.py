@@ -8,13 +8,15 @@ never (the verifier is imported only for `torchlint verify`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from torchlint import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-FORMATS = ("text", "json", "sarif", "github")  # kept here so --version/--help import nothing more
+FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit")  # here: --help imports nothing more
+TEXT_FORMATS = ("text", "full", "concise")  # text: full on a terminal, concise otherwise
 
 
 class UsageError(Exception):
@@ -43,10 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     selection.add_argument("--ignore", action="append", default=[], metavar="CODES",
                            help="do not report these codes")
     output = parser.add_argument_group("output")
-    output.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    output.add_argument("--output-format", "--format", dest="format", choices=FORMATS, default="text",
+                        help="output format (default: text, which is `full` on a terminal, with the code and "
+                             "a fix hint for each finding, and one `concise` line a finding otherwise)")
     output.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
     output.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
-    output.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+    output.add_argument("-q", "--quiet", action="store_true", help="no summary line or progress on stderr")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     info = parser.add_argument_group("information")
     info.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
@@ -159,7 +163,7 @@ def _lint(argv: list[str]) -> int:
         raise UsageError("--pre-commit: the hook's args must end with `--` (as in `args: [--force-exclude, --]`), "
                          "so that a file named like an option is never taken for one")
     args = build_parser().parse_args(argv)
-    if args.statistics and args.format not in ("text", "json"):
+    if args.statistics and args.format not in (*TEXT_FORMATS, "json"):
         raise UsageError(f"--statistics prints text or json, not {args.format}: drop --statistics or "
                          "use --format text or json")
     if args.output_file:
@@ -208,6 +212,7 @@ def _lint(argv: list[str]) -> int:
         selection = select_rules(rules, settings, cli_layer)
         require_rules(selection, settings, args)
         data = sys.stdin.buffer.read()
+        args.stdin_sources = {stdin_name: data}
         if args.force_exclude and _excluded(stdin_name, settings):
             result = RunResult([], 0)  # like ruff: an excluded file passes through unlinted
         else:
@@ -327,7 +332,7 @@ def _read_files_from(source: str, parse) -> list[str]:
 
 
 def _write_report(args, result, rules) -> None:
-    from torchlint.formatters import render, statistics, summary, use_colour
+    from torchlint.formatters import full_report, render, statistics, summary, use_colour
 
     stream = sys.stdout
     if args.output_file:
@@ -341,8 +346,12 @@ def _write_report(args, result, rules) -> None:
         if args.statistics:
             stream.write(statistics(result.violations, args.format))
         else:
-            colour = args.format == "text" and not args.output_file and use_colour(stream)
-            stream.write(render(result.violations, args.format, rules, colour))
+            colour = args.format in TEXT_FORMATS and not args.output_file and use_colour(stream)
+            output_format = _text_format(args, stream)
+            if output_format == "full":  # shows code: source read from stdin is not on disk
+                stream.write(full_report(result.violations, colour, getattr(args, "stdin_sources", None)))
+            else:
+                stream.write(render(result.violations, output_format, rules, colour))
         stream.flush()
     except BrokenPipeError:
         raise
@@ -355,8 +364,16 @@ def _write_report(args, result, rules) -> None:
                 stream.close()
             except OSError:
                 pass
-    if args.format == "text" and not args.quiet:
+    if args.format in TEXT_FORMATS and not args.quiet:
         print(summary(result.violations, result.files_checked), file=sys.stderr)
+
+
+def _text_format(args, stream) -> str:
+    """``text`` is ``full`` on a terminal and ``concise`` in a pipe, a file or CI."""
+    if args.format != "text":
+        return args.format
+    isatty = getattr(stream, "isatty", None)
+    return "full" if not args.output_file and isatty and isatty() and not os.environ.get("CI") else "concise"
 
 
 def _list_rules(rules, output_format: str) -> int:

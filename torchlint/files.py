@@ -1,4 +1,4 @@
-"""Which files to lint: explicit files as given, directories walked for ``*.py``."""
+"""Which files to lint: explicit files as given, directories walked for ``*.py`` and ``*.ipynb``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from torchlint.config import Settings, matches
+
+
+LINTED_SUFFIXES = (".py", ".ipynb")  # what a directory walk picks up (notebooks like ruff)
 
 
 class PathError(Exception):
@@ -140,7 +143,7 @@ class _Collector:
                     if entry.is_dir(follow_symlinks=False):
                         if not excluded(path) and not os.path.exists(os.path.join(path, "pyvenv.cfg")):
                             subdirectories.append(path)
-                    elif entry.name.endswith(".py") and entry.is_file() and not excluded(path):
+                    elif entry.name.endswith(LINTED_SUFFIXES) and entry.is_file() and not excluded(path):
                         info = entry.stat()  # follows a symlinked file; dangling links never get here
                         self.keep((info.st_dev, info.st_ino), path)
                 except OSError:

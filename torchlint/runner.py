@@ -62,13 +62,21 @@ def too_large(path: str, size: int, limit: int) -> Violation:
     return invalid_file(path, f"file too large ({size} bytes > {limit}); raise the limit with --max-file-size")
 
 
+# A notebook's file is mostly outputs (images in base64): its limit is this many times larger.
+NOTEBOOK_SIZE_FACTOR = 16
+
+
+def size_limit(path: str, job: Job) -> int:
+    return job.max_file_size * (NOTEBOOK_SIZE_FACTOR if path.lower().endswith(".ipynb") else 1)
+
+
 def check_file(path: str, expected_digest: str | None, job: Job) -> Outcome:
     try:
         size = os.stat(path).st_size
     except OSError:
         size = 0  # reading it says why it cannot be read
-    if size > job.max_file_size:  # never cached: the limit is not part of the cache key
-        return Outcome(path, None, [too_large(path, size, job.max_file_size)])
+    if size > size_limit(path, job):  # never cached: the limit is not part of the cache key
+        return Outcome(path, None, [too_large(path, size, size_limit(path, job))])
     try:
         data = read_source(path)  # a named pipe or device is refused, never waited on
     except OSError as error:
@@ -108,7 +116,7 @@ def lint_files(
             except OSError:
                 pass  # check_file reports why it cannot be read
             else:
-                if stats[path].st_size > job.max_file_size:  # check_file reports it, uncached
+                if stats[path].st_size > size_limit(path, job):  # check_file reports it, uncached
                     pending.append((path, None))
                     del stats[path]
                     continue
