@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("--stdin-filename", metavar="NAME", help="name to report source read from stdin under")
     files.add_argument("--force-exclude", action="store_true",
                        help="apply exclude patterns to files named explicitly too (useful with pre-commit)")
+    files.add_argument("--no-respect-gitignore", action="store_true",
+                       help="also walk into what .gitignore, .git/info/exclude and git's global "
+                            "excludes file ignore (explicit files are linted either way)")
     files.add_argument("--max-file-size", type=_size, default=None, metavar="BYTES",
                        help="a larger file is not read and gets TL000 (default: 4M; suffixes K, M, G)")
     files.add_argument("--pre-commit", action="store_true",
@@ -223,7 +226,8 @@ def _lint(argv: list[str]) -> int:
         from torchlint.files import PathError
 
         try:
-            collected = collect_files(paths, resolver.for_directory, args.force_exclude, listed)
+            collected = collect_files(paths, resolver.for_directory, args.force_exclude, listed,
+                                      respect_gitignore=not args.no_respect_gitignore)
         except PathError as error:
             raise UsageError(str(error)) from None
         for given in collected.missing:  # reported, the rest linted, and the run exits 2
