@@ -8,7 +8,6 @@ never (the verifier is imported only for `torchlint verify`).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
@@ -244,11 +243,9 @@ def _lint(argv: list[str]) -> int:
 
 def _lint_collected(collected, resolver, rules, cli_layer, args):
     """Lint the files of each configuration together; paths that could not be read get TL000."""
-    from functools import partial
-
     from torchlint.config import ignored_for, select_rules
     from torchlint.engine import invalid_file
-    from torchlint.runner import DEFAULT_MAX_FILE_SIZE, Job, RunResult, default_jobs, lint_files
+    from torchlint.runner import RunResult
 
     groups: dict[int, tuple] = {}  # id(settings) -> (settings, selection, files)
 
@@ -267,21 +264,44 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
         if invalid_file(path, reason).code not in ignored_for(path, selection, settings):
             violations.append(invalid_file(path, reason))
     checked = len(collected.problems)
-    for settings, selection, files in list(groups.values()):
-        if not files:
-            continue
-        job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter,
-                  max_file_size=args.max_file_size or DEFAULT_MAX_FILE_SIZE)
-        cache = None
-        if not args.no_cache:
-            from torchlint.cache import Cache, configuration_key
-
-            cache = Cache(configuration_key(selection.codes, settings.options, job.prefilter))
-        part = lint_files(files, job, cache, args.jobs or default_jobs(),
-                          partial(ignored_for, selection=selection, settings=settings))
-        violations += part.violations
-        checked += part.files_checked
+    progress = _progress(args, len(collected.files))
+    try:
+        for settings, selection, files in list(groups.values()):
+            checked += _lint_group(settings, selection, files, args, progress, violations)
+    finally:
+        if progress is not None:
+            progress.close()
     return RunResult(sorted(violations), checked)
+
+
+def _progress(args, total: int):
+    """A progress line on stderr for a person at a terminal (see torchlint.progress)."""
+    from torchlint.progress import Progress, wanted
+
+    return Progress(total) if total and wanted(sys.stderr, args.quiet) else None
+
+
+def _lint_group(settings, selection, files, args, progress, violations) -> int:
+    """Lint the files of one configuration; their findings go into ``violations``."""
+    from functools import partial
+
+    from torchlint.config import ignored_for
+    from torchlint.runner import DEFAULT_MAX_FILE_SIZE, Job, default_jobs, lint_files
+
+    if not files:
+        return 0
+    job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter,
+              max_file_size=args.max_file_size or DEFAULT_MAX_FILE_SIZE)
+    cache = None
+    if not args.no_cache:
+        from torchlint.cache import Cache, configuration_key
+
+        cache = Cache(configuration_key(selection.codes, settings.options, job.prefilter))
+    part = lint_files(files, job, cache, args.jobs or default_jobs(),
+                      partial(ignored_for, selection=selection, settings=settings),
+                      progress.advance if progress is not None else None)
+    violations += part.violations
+    return part.files_checked
 
 
 def require_rules(selection, settings, args) -> None:
@@ -376,8 +396,10 @@ def _text_format(args, stream) -> str:
     """``text`` is ``full`` on a terminal and ``concise`` in a pipe, a file or CI."""
     if args.format != "text":
         return args.format
+    from torchlint.progress import in_ci
+
     isatty = getattr(stream, "isatty", None)
-    return "full" if not args.output_file and isatty and isatty() and not os.environ.get("CI") else "concise"
+    return "full" if not args.output_file and isatty and isatty() and not in_ci() else "concise"
 
 
 def _list_rules(rules, output_format: str) -> int:

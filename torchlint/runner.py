@@ -100,12 +100,16 @@ def lint_files(
     cache: Cache | None,
     jobs: int,
     ignored_codes: Callable[[str], frozenset[str]],
+    progress: Callable[[int], None] | None = None,
 ) -> RunResult:
+    """``progress(1)`` is called as each file is done (from the cache or linted)."""
     found: list[Violation] = []
 
     def keep(path: str, violations: list[Violation]) -> None:
         ignored = ignored_codes(path)
         found.extend(violation for violation in violations if violation.code not in ignored)
+        if progress is not None:
+            progress(1)
 
     pending: list[tuple[str, str | None]] = []
     stats: dict[str, os.stat_result] = {}
