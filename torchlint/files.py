@@ -163,6 +163,11 @@ class _Collector:
             stack.extend(reversed(subdirectories))
 
 
+def excluded_with_parents(path: str, settings: Settings) -> bool:
+    """Do the settings' exclude patterns match the file or a directory above it (up to the root)?"""
+    return _Excluder(settings.exclude, settings.root).with_parents(path)
+
+
 class _Excluder:
     def __init__(self, patterns: Sequence[str], root: str) -> None:
         self.patterns = [pattern.rstrip("/") for pattern in patterns if pattern.strip()]
