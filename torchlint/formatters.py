@@ -262,12 +262,18 @@ def full_report(violations: Sequence[Violation], colour: bool = False,
     blocks = []
     for violation in violations:
         block = [text_line(violation, colour)]
-        block += _snippet(violation, lines_of(violation), colour)
+        shown = _snippet(violation, lines_of(violation), colour)
+        block += shown
+        indent = " " * (len(_strip_ansi(shown[0])) - 1 if shown else 2)  # `=` under the gutter's `|`
         if violation.help:
-            block.append(f"  = {_BOLD + _CYAN if colour else ''}help{_RESET if colour else ''}: "
+            block.append(f"{indent}= {_BOLD + _CYAN if colour else ''}help{_RESET if colour else ''}: "
                          f"{escape_controls(violation.help)}")
         blocks.append("\n".join(block) + "\n")
     return "\n".join(blocks)
+
+
+def _strip_ansi(text: str) -> str:
+    return re.sub("\033\\[[0-9;]*m", "", text)
 
 
 class _SourceLines:
