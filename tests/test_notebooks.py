@@ -180,3 +180,31 @@ def test_locate_offset():
     parsed = load(notebook(code("a = 1\n"), markdown("m"), code("bb = 2\ncc = 3\n")))
     offset = parsed.source.index("cc")
     assert parsed.locate_offset(offset + 1) == (3, 2, 2)
+
+
+def test_automagic_and_future_imports_and_top_level_await():
+    lines = ["cd ..", "ls -l data/", "history = train(", "    model)", "cat = 3", "ls", "from __future__ import annotations"]
+    assert mask(lines) == ["pass", "pass", "history = train(", "    model)", "cat = 3", "ls", "pass"]
+    text = notebook(code("import asyncio\n"), code("from __future__ import division\nawait client.fetch(\n    1)\n"
+                                                  "x = await f()\nasync def g():\n    return await h()\n"))
+    parsed = load(text)
+    assert parsed.cells[1].masked == ["pass", "_ or  client.fetch(", "    1)", "x = _ or  f()", "async def g():",
+                                      "    return await h()"]
+    assert lint(text) == []
+    assert parsed.rebuild(parsed.source) == text  # masked lines get their original text back
+
+
+def test_empty_file_is_an_empty_notebook():
+    assert lint("") == [] and lint(b"  \n") == []
+
+
+def test_cell_survives_the_cache_and_reaches_sarif_and_github(cli, tmp_path, lint_calls):
+    (tmp_path / "nb.ipynb").write_text(notebook(markdown("# T\n"), code("import torch\n"), code(BUG)))
+    first = cli("--format", "json", "-j", "1", ".").json()
+    second = cli("--format", "json", "-j", "1", ".").json()
+    assert lint_calls == ["nb.ipynb"]  # the second run came from .torchlint_cache
+    assert first == second and [row["cell"] for row in second] == [3]
+    [result] = cli("--format", "sarif", ".").json()["runs"][0]["results"]
+    assert result["properties"] == {"cell": 3} and result["message"]["text"].startswith("cell 3: ")
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "nb.ipynb"
+    assert cli("--format", "github", ".").out.startswith("::warning file=nb.ipynb,line=5,col=5,")

@@ -26,6 +26,12 @@ _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")  # the parser's line breaks (engine.L
 _HELP_RE = re.compile(r"^\s*(?:\?{1,2}[\w.*%]+|%?[\w.*]+\?{1,2}|\?{1,2})\s*$")
 _ASSIGNED_ESCAPE_RE = re.compile(
     r"^(\s*)([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[%!]")
+# IPython runs these without `%` (automagic, and its shell aliases): `cd ..`, `ls -l data/`.
+_AUTOMAGIC_RE = re.compile(
+    r"^\s*(?:cd|ls|ll|pwd|pip|conda|mamba|mkdir|rmdir|rm|mv|cp|cat|less|more|man|clear|env|"
+    r"load_ext|reload_ext|matplotlib|run|time|timeit|who|whos|history|tensorboard)\s+\S")
+# A cell runs on its own, so a `from __future__` import may open any cell, not only the first.
+_FUTURE_RE = re.compile(r"^\s*from\s+__future__\s+import\s+[\w\s,]+(?:#.*)?$")
 
 
 def is_notebook(path: str) -> bool:
@@ -139,6 +145,8 @@ def load(data: str | bytes) -> Notebook:
     else:
         text = data
     text = text[1:] if text.startswith("\ufeff") else text
+    if not text.strip():  # an empty file (often a placeholder): no cells, nothing to lint
+        text = '{"cells": []}'
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
@@ -170,7 +178,48 @@ def load(data: str | bytes) -> Notebook:
         cell = Cell(number, index, line, lines, mask(lines), trailing, "\r\n" if "\r\n" in source else "\n")
         notebook.cells.append(cell)
         line = cell.end
+    if "await" in text:
+        _mask_top_level_await(notebook)
     return notebook
+
+
+def _mask_top_level_await(notebook: Notebook) -> None:
+    """IPython runs ``await`` outside a function (autoawait): in each cell that does, the
+    keyword becomes ``_ or `` (``x = await f()`` reads ``x = _ or f()``: valid wherever the
+    ``await`` was, statement start included, and every column kept), so the interpreter's
+    "'await' outside function" is not reported for it."""
+    import ast
+
+    for cell in notebook.cells:
+        text = "".join(line + "\n" for line in cell.masked)
+        if "await" not in text:
+            continue
+        try:
+            tree = compile(text, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in _top_level_awaits(tree):
+            row = node.lineno - 1
+            line = cell.masked[row]
+            column = len(line.encode("utf-8")[: node.col_offset].decode("utf-8", "replace"))
+            if line.startswith("await", column):
+                cell.masked[row] = line[:column] + "_ or " + line[column + 5:]
+
+
+def _top_level_awaits(tree) -> list:
+    """``await`` expressions outside any function or class body."""
+    import ast
+
+    found, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(child, ast.Await):
+                found.append(child)
+            stack.append(child)
+    return found
 
 
 def _is_python(document: dict) -> bool:
@@ -217,7 +266,31 @@ def _is_ipython(line: str) -> bool:
         return not stripped.startswith("!=")
     if _HELP_RE.match(line) and "?" in line:
         return True
+    if _FUTURE_RE.match(line):
+        return True
+    if _AUTOMAGIC_RE.match(line):  # `ls -l x` is automagic; `ls = 3` or `cat = f(` is Python
+        return _automagic(stripped)
     return bool(_ASSIGNED_ESCAPE_RE.match(line))
+
+
+def _automagic(stripped: str) -> bool:
+    """Is a line that starts with an automagic's name a shell-like call, not Python? Python
+    there is an assignment (``history = []``), an expression on that name, a statement that
+    goes on to the next lines (``cat = cs.Category(``), or any line that compiles."""
+    rest = stripped.split(maxsplit=1)[1] if len(stripped.split(maxsplit=1)) > 1 else ""
+    if re.match(r"(?:[-+*/%@&|^]|//|<<|>>|\*\*)?=(?!=)", rest):
+        return False
+    scanner = _Scanner()
+    scanner.feed(stripped)
+    return scanner.at_statement_start and not _compiles(stripped)
+
+
+def _compiles(line: str) -> bool:
+    try:
+        compile(line, "<cell>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _placeholder(line: str) -> str:
