@@ -9,7 +9,7 @@ import pytest
 from cli_support import cli, toy_rules, write  # noqa: F401 - fixtures are used by name
 
 from torchlint.config import Settings
-from torchlint.files import collect_files
+from torchlint.files import _spec, collect_files
 
 pytestmark = pytest.mark.usefixtures("toy_rules")
 
@@ -130,3 +130,8 @@ def test_agrees_with_git(tmp_path):
     expected = sorted(name for name in listed if name.endswith(".py"))
     assert 5 < len(expected) < len(FILES)  # the patterns do ignore some files, not all
     assert relative(repo, walk(repo)) == expected
+    # The one-regex shortcut was in use, and agrees with pathspec alone
+    spec = _spec(PATTERNS.splitlines())
+    assert spec.any is not None
+    for name in FILES + ["build1/", "p/cache/", "deep/keep/", "a/keep/"]:
+        assert spec.check(name) == spec.spec.check_file(name).include, name

@@ -272,7 +272,7 @@ class GitIgnore:
             relative = path[len(base) + 1:] if base != os.sep else path[1:]
             if os.sep != "/":
                 relative = relative.replace(os.sep, "/")
-            decided = spec.check_file(relative + "/" if is_directory else relative).include
+            decided = spec.check(relative + "/" if is_directory else relative)
             if decided is not None:
                 return decided
         return False
@@ -283,13 +283,13 @@ def _add(rules: tuple, directory: str, patterns: list[str] | None) -> tuple:
     return rules if spec is None else (*rules, (directory, spec))
 
 
-def _spec(patterns: list[str] | None):
+def _spec(patterns: list[str] | None) -> _Spec | None:
     if not patterns:
         return None
     import pathspec
 
     try:
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
+        return _Spec(pathspec.GitIgnoreSpec.from_lines(patterns))
     except Exception:  # a pattern pathspec cannot compile: git would skip the line; skip the file
         valid = []
         for pattern in patterns:
@@ -298,7 +298,39 @@ def _spec(patterns: list[str] | None):
             except Exception:
                 continue
             valid.append(pattern)
-        return pathspec.GitIgnoreSpec.from_lines(valid) if valid else None
+        return _Spec(pathspec.GitIgnoreSpec.from_lines(valid)) if valid else None
+
+
+class _Spec:
+    """One ignore file's patterns. pathspec tries the patterns one by one in Python, so a
+    ``.gitignore`` of 75 lines (GitHub's Python template) costs 75 regex calls a path: most
+    paths match none of them, and one regex made of them all answers that in one call. Only a
+    path that matches goes to pathspec, which decides (negation, directory patterns, order)."""
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+        self.any = _any_pattern(spec)
+
+    def check(self, path: str) -> bool | None:
+        if self.any is not None and self.any.search(path) is None:
+            return None
+        return self.spec.check_file(path).include
+
+
+def _any_pattern(spec):
+    """A regex matching wherever one of ``spec``'s patterns does (None: no such shortcut). The
+    patterns' named groups are made anonymous so that they can be joined."""
+    import re
+
+    try:
+        sources = [pattern.regex.pattern for pattern in spec.patterns
+                   if pattern.include is not None and pattern.regex is not None]
+        if not sources or not all(isinstance(source, str) for source in sources):
+            return None
+        joined = "|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_][A-Za-z0-9_]*>', '(?:', source)})" for source in sources)
+        return None if "(?P=" in joined else re.compile(joined)
+    except (AttributeError, re.error, RecursionError):
+        return None
 
 
 def _read_patterns(path: str | None) -> list[str] | None:
