@@ -208,3 +208,13 @@ def test_cell_survives_the_cache_and_reaches_sarif_and_github(cli, tmp_path, lin
     assert result["properties"] == {"cell": 3} and result["message"]["text"].startswith("cell 3: ")
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "nb.ipynb"
     assert cli("--format", "github", ".").out.startswith("::warning file=nb.ipynb,line=5,col=5,")
+
+
+def test_rebuild_keeps_crlf_layout_and_bom():
+    text = "\ufeff" + notebook(code("a = 1\nb = 2\n"), code("c = 3\n")).replace("\n", "\r\n")
+    parsed = load(text.encode("utf-8"))
+    assert parsed.rebuild(parsed.source) == text
+    rebuilt = parsed.rebuild(parsed.source.replace("b = 2", "b = 22\nbb = 0"))
+    assert rebuilt.startswith("\ufeff") and "\n" not in rebuilt.replace("\r\n", "")
+    assert json.loads(rebuilt[1:])["cells"][0]["source"] == ["a = 1\n", "b = 22\n", "bb = 0\n"]
+    assert rebuilt[1:].replace("b = 22\\n\",\r\n    \"bb = 0", "b = 2") == text[1:]

@@ -9,6 +9,10 @@ magics whose body is Python (``%%time``, ``%%capture`` ...), where only the magi
 Masking keeps every other line and column where it was, so a position in the joined source is a
 position in a cell: ``locate`` maps it back. ``rebuild`` turns an edited joined source (a fix)
 back into the notebook's text, rewriting only the ``source`` of the cells whose code changed.
+
+For ``--fix``: ``notebook = load(data)``, fix ``notebook.source`` as any module (its positions are
+joined-source positions; ``locate``/``locate_offset`` give the cell's), then write
+``notebook.rebuild(fixed_source)`` (a ``str``, UTF-8, the file's BOM kept) back to the file.
 """
 
 from __future__ import annotations
@@ -64,10 +68,11 @@ class Cell:
 
 @dataclass
 class Notebook:
-    text: str  # the file as read (decoded)
+    text: str  # the file as read (decoded, without a BOM)
     document: dict
     cells: list[Cell] = field(default_factory=list)  # code cells only
     is_python: bool = True
+    bom: str = ""  # "\ufeff" when the file started with one; rebuild() keeps it
 
     @property
     def source(self) -> str:
@@ -107,7 +112,7 @@ class Notebook:
             new.pop()
         placed: list[list[str]] = [[] for _ in self.cells]
         if not self.cells:
-            return self.text
+            return self.bom + self.text
         matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             for offset, j in enumerate(range(j1, j2)):
@@ -130,8 +135,8 @@ class Notebook:
                     text += cell.newline
                 changes[cell.index] = text
         if not changes:
-            return self.text
-        return _splice_sources(self.text, changes)
+            return self.bom + self.text
+        return self.bom + _splice_sources(self.text, changes)
 
 
 def load(data: str | bytes) -> Notebook:
@@ -144,7 +149,8 @@ def load(data: str | bytes) -> Notebook:
             raise NotebookError(f"invalid notebook: not valid UTF-8 (byte {error.start})", line) from None
     else:
         text = data
-    text = text[1:] if text.startswith("\ufeff") else text
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    text = text[len(bom):]
     if not text.strip():  # an empty file (often a placeholder): no cells, nothing to lint
         text = '{"cells": []}'
     try:
@@ -158,7 +164,7 @@ def load(data: str | bytes) -> Notebook:
             raise NotebookError("invalid notebook: nbformat 3 notebooks are not supported "
                                 "(`jupyter nbconvert --to notebook` upgrades them to nbformat 4)")
         raise NotebookError("invalid notebook: no `cells` list (not an nbformat 4 notebook)")
-    notebook = Notebook(text, document, is_python=_is_python(document))
+    notebook = Notebook(text, document, is_python=_is_python(document), bom=bom)
     line = 1
     for index, raw in enumerate(document["cells"]):
         number = index + 1
