@@ -135,3 +135,14 @@ def test_agrees_with_git(tmp_path):
     assert spec.any is not None
     for name in FILES + ["build1/", "p/cache/", "deep/keep/", "a/keep/"]:
         assert spec.check(name) == spec.spec.check_file(name).include, name
+
+
+def test_configuration_can_turn_it_off(cli, tmp_path):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "outputs/\n")
+    write(tmp_path, "outputs/copy.py", "print(1)\n")
+    write(tmp_path, "pyproject.toml", "[tool.torchlint]\nrespect-gitignore = false\n")
+    assert [row["path"] for row in cli("--format", "json").json()] == ["outputs/copy.py"]
+    write(tmp_path, "pyproject.toml", '[tool.torchlint]\nrespect-gitignore = "no"\n')
+    result = cli("--format", "json")
+    assert result.code == 2 and "respect-gitignore must be true or false" in result.err

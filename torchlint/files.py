@@ -133,6 +133,8 @@ class _Collector:
     def walk(self, top: str) -> None:
         # Depth first in sorted order, without recursion: a very deep tree cannot overflow.
         gitignore = self.gitignore
+        if gitignore is not None and not self.settings_for(os.path.abspath(top)).respect_gitignore:
+            gitignore = None  # `respect-gitignore = false` in the configuration that applies there
         stack: list[tuple[str, tuple | None]] = [(top, gitignore.rules_above(top) if gitignore else None)]
         while stack:
             directory, rules = stack.pop()
