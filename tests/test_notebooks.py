@@ -133,6 +133,8 @@ def test_other_languages_and_empty_notebooks_have_no_findings():
 
 def test_walk_finds_notebooks_and_extend_exclude_drops_them(cli, tmp_path):
     (tmp_path / "nb.ipynb").write_text(notebook(code(BUG)))
+    (tmp_path / ".ipynb_checkpoints").mkdir()  # Jupyter's autosaved copy is not linted twice
+    (tmp_path / ".ipynb_checkpoints" / "nb-checkpoint.ipynb").write_text(notebook(code(BUG)))
     assert [row["path"] for row in cli("--format", "json", ".").json()] == ["nb.ipynb"]
     (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nextend-exclude = ["*.ipynb"]\n')
     assert cli("--format", "json", ".").json() == []

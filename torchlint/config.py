@@ -27,6 +27,7 @@ CODE_KEYS = ("select", "ignore", "extend-select")
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".tox", ".nox", "venv", ".venv", "build", "dist", "__pycache__",
     ".eggs", "*.egg-info", "node_modules", ".mypy_cache", ".pytest_cache", ".torchlint_cache",
+    ".ipynb_checkpoints",  # Jupyter's autosaved copies of every notebook
 )
 
 
