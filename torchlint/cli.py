@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from torchlint import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit")  # here: --help imports nothing more
+# Kept here so that --version/--help import nothing more.
+FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit")
 TEXT_FORMATS = ("text", "full", "concise")  # text: full on a terminal, concise otherwise
 
 
@@ -135,6 +136,7 @@ def run() -> None:
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> int:
+    _stop_progress()
     print(f"torchlint: error: {message}", file=sys.stderr)
     return code
 
@@ -243,9 +245,11 @@ def _lint(argv: list[str]) -> int:
 
 def _lint_collected(collected, resolver, rules, cli_layer, args):
     """Lint the files of each configuration together; paths that could not be read get TL000."""
+    from functools import partial
+
     from torchlint.config import ignored_for, select_rules
     from torchlint.engine import invalid_file
-    from torchlint.runner import RunResult
+    from torchlint.runner import DEFAULT_MAX_FILE_SIZE, Job, RunResult, default_jobs, lint_files
 
     groups: dict[int, tuple] = {}  # id(settings) -> (settings, selection, files)
 
@@ -264,44 +268,44 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
         if invalid_file(path, reason).code not in ignored_for(path, selection, settings):
             violations.append(invalid_file(path, reason))
     checked = len(collected.problems)
-    progress = _progress(args, len(collected.files))
-    try:
-        for settings, selection, files in list(groups.values()):
-            checked += _lint_group(settings, selection, files, args, progress, violations)
-    finally:
-        if progress is not None:
-            progress.close()
+    progress = _start_progress(args, len(collected.files))
+    for settings, selection, files in list(groups.values()):
+        if not files:
+            continue
+        job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter,
+                  max_file_size=args.max_file_size or DEFAULT_MAX_FILE_SIZE)
+        cache = None
+        if not args.no_cache:
+            from torchlint.cache import Cache, configuration_key
+
+            cache = Cache(configuration_key(selection.codes, settings.options, job.prefilter))
+        part = lint_files(files, job, cache, args.jobs or default_jobs(),
+                          partial(ignored_for, selection=selection, settings=settings), progress)
+        violations += part.violations
+        checked += part.files_checked
+    _stop_progress()
     return RunResult(sorted(violations), checked)
 
 
-def _progress(args, total: int):
-    """A progress line on stderr for a person at a terminal (see torchlint.progress)."""
+# --- the progress line (torchlint.progress) ---------------------------------------------------
+
+_progress = None  # the line being drawn, so that an error or Ctrl-C erases it before its message
+
+
+def _start_progress(args, total: int):
+    """``advance`` of a progress line on stderr for a person at a terminal, else None."""
+    global _progress
     from torchlint.progress import Progress, wanted
 
-    return Progress(total) if total and wanted(sys.stderr, args.quiet) else None
+    _progress = Progress(total) if total and wanted(sys.stderr, args.quiet) else None
+    return _progress.advance if _progress is not None else None
 
 
-def _lint_group(settings, selection, files, args, progress, violations) -> int:
-    """Lint the files of one configuration; their findings go into ``violations``."""
-    from functools import partial
-
-    from torchlint.config import ignored_for
-    from torchlint.runner import DEFAULT_MAX_FILE_SIZE, Job, default_jobs, lint_files
-
-    if not files:
-        return 0
-    job = Job(selection.rules, settings.options, prefilter=not args.no_prefilter,
-              max_file_size=args.max_file_size or DEFAULT_MAX_FILE_SIZE)
-    cache = None
-    if not args.no_cache:
-        from torchlint.cache import Cache, configuration_key
-
-        cache = Cache(configuration_key(selection.codes, settings.options, job.prefilter))
-    part = lint_files(files, job, cache, args.jobs or default_jobs(),
-                      partial(ignored_for, selection=selection, settings=settings),
-                      progress.advance if progress is not None else None)
-    violations += part.violations
-    return part.files_checked
+def _stop_progress() -> None:
+    global _progress
+    if _progress is not None:
+        _progress.close()
+        _progress = None
 
 
 def require_rules(selection, settings, args) -> None:

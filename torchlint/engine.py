@@ -443,7 +443,7 @@ def lint_source(
     stack and a fixed recursion limit, so deep code neither crashes the process nor depends on
     how deep the caller's stack already is. A ``.ipynb`` path (or ``notebook=True``) is read as a
     Jupyter notebook: its code cells are linted together and each finding names its cell."""
-    if notebook if notebook is not None else path.lower().endswith(".ipynb"):
+    if path.lower().endswith(".ipynb") if notebook is None else notebook:
         from torchlint.notebook import lint_notebook
 
         return lint_notebook(source, path, lambda text: lint_source(

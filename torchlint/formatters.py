@@ -31,9 +31,6 @@ def use_colour(stream) -> bool:
     return bool(isatty and isatty()) and not os.environ.get("NO_COLOR")
 
 
-TEXT_FORMATS = ("text", "full", "concise")  # text: full on a terminal, concise otherwise
-
-
 def render(violations: Sequence[Violation], output_format: str, rules: Sequence[type[Rule]],
            colour: bool = False) -> str:
     if output_format == "full":
