@@ -47,7 +47,7 @@ class Progress:
         if now - self.started < DELAY or (self.drawn_at is not None and now - self.drawn_at < INTERVAL):
             return
         self.drawn_at = now
-        self._write("\r" + self.line(now) + "\033[K")
+        self._write("\r" + self.line(now)[: self._width() - 1] + "\033[K")  # one row: \r can redraw it
 
     def line(self, now: float) -> str:
         elapsed = max(now - self.started, 1e-9)
@@ -57,6 +57,12 @@ class Progress:
         if 0 < self.done < self.total:
             text += f", about {_duration((self.total - self.done) / rate)} left"
         return text
+
+    def _width(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or 80
+        except (AttributeError, OSError, ValueError):  # not a real terminal (a test's stand-in)
+            return 80
 
     def close(self) -> None:
         """Erase the line (if it was ever drawn)."""
