@@ -220,3 +220,13 @@ def test_rebuild_keeps_crlf_layout_and_bom():
     assert rebuilt.startswith("\ufeff") and "\n" not in rebuilt.replace("\r\n", "")
     assert json.loads(rebuilt[1:])["cells"][0]["source"] == ["a = 1\n", "b = 22\n", "bb = 0\n"]
     assert rebuilt[1:].replace("b = 22\\n\",\r\n    \"bb = 0", "b = 2") == text[1:]
+
+
+def test_notebook_from_stdin_and_its_size_limit(cli, tmp_path):
+    text = notebook(code("import torch\n"), code(BUG, [{"output_type": "stream", "name": "stdout",
+                                                         "text": ["x" * 3000 + "\n"]}]))
+    result = cli("--output-format", "full", "--stdin-filename", "nb.ipynb", "--max-file-size", "2K", "-", stdin=text)
+    assert result.out.startswith("nb.ipynb:cell 2:5:5: TL101 ")  # 16 times the limit for a notebook
+    assert "5 |     losses.append(loss)\n" in result.out
+    result = cli("--stdin-filename", "nb.ipynb", "--max-file-size", "200", "-", stdin=text)
+    assert "TL000 file too large" in result.out

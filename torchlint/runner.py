@@ -285,8 +285,8 @@ def _work(connection, job: Job, parent: int) -> None:
 
 
 def lint_stdin(data: bytes, path: str, job: Job, ignored: frozenset[str]) -> RunResult:
-    if len(data) > job.max_file_size:
-        return RunResult([v for v in [too_large(path, len(data), job.max_file_size)] if v.code not in ignored], 1)
+    if len(data) > size_limit(path, job):
+        return RunResult([v for v in [too_large(path, len(data), size_limit(path, job))] if v.code not in ignored], 1)
     try:
         violations = lint_source(data, path, job.rules, job.options, job.prefilter)
     except Exception as error:
