@@ -83,3 +83,65 @@ def test_flake8_noqa(tmp_path):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     result = flake8(name, cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, "")
+
+
+SCORER = """\
+def score_model(model, loader):
+    model.eval()
+    total = 0
+    for x, y in loader:
+        logits = model(x)
+        total += (logits.argmax(1) == y).sum().item()
+    return total
+"""
+ACCUMULATOR = """\
+losses = []
+for batch in loader:
+    loss = model(batch).sum()
+    loss.backward()
+    losses.append(loss)
+"""
+CONFIGURATION = """\
+[tool.torchlint]
+extend-select = ["ALL"]
+ignore = ["TL401"]
+exclude = ["legacy"]
+eval-function-words = ["score"]
+
+[tool.torchlint.per-file-ignores]
+"tests/*" = ["TL101"]
+"""
+
+
+def test_flake8_reads_the_torchlint_configuration(tmp_path):
+    project = tmp_path / "project"
+    names = ["src/train.py", "src/scorer.py", "tests/test_train.py", "legacy/old.py", "src/cache.py"]
+    for name in names[:-1]:
+        write(project, name, SCORER if "scorer" in name else ACCUMULATOR)
+    write(project, "src/cache.py", "import torch\nfor x in xs:\n    torch.cuda.empty_cache()\n")
+
+    def cli_rows(*extra):
+        rows = _findings(["--force-exclude", *extra, *names], project)
+        return sorted(f"{row['path']}:{row['line']}:{row['column']}: {row['code']} {row['message']}" for row in rows)
+
+    unconfigured = cli_rows()
+    write(project, "pyproject.toml", CONFIGURATION)
+    configured = cli_rows()
+    codes = {line.split(": ")[1].split()[0] for line in configured}
+    # The configuration matters: TL201 only with `score` as an evaluation word, TL401 ignored,
+    # TL101 ignored under tests/, legacy/ excluded.
+    assert "TL201" in codes and "TL401" not in codes and "TL101" in codes
+    assert not any(line.startswith(("tests/", "legacy/")) for line in configured)
+    assert configured != unconfigured
+    result = flake8(*names, cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert sorted(result.stdout.splitlines()) == configured
+
+
+def test_flake8_reports_a_bad_configuration_without_crashing(tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.torchlint]\nselect = ["TL999"]\n')
+    write(tmp_path, "a.py", ACCUMULATOR)
+    result = flake8("a.py", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    [line] = result.stdout.splitlines()
+    assert line.startswith("a.py:1:1: TL000 configuration error: ") and "TL999" in line

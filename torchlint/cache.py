@@ -45,9 +45,9 @@ KEEP_USER_INDEXES = 64  # (working directory, configuration) pairs remembered in
 RACY_SECONDS = 2.0
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 STALE_TEMPORARY_SECONDS = 3600.0
-FORMAT = "torchlint-cache-4"
+FORMAT = "torchlint-cache-5"
 MARKER = ('{"format":"%s"' % FORMAT).encode()  # how every index file written by this version starts
-_FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help", "fix")
+_FIELDS = ("line", "column", "code", "name", "message", "end_line", "end_column", "help", "cell", "fix")
 _PROJECT_INDEX = re.compile(r"[0-9a-f]{24}\.json")
 _USER_INDEX = re.compile(r"[0-9a-f]{16}-[0-9a-f]{24}\.json")
 _TEMPORARY = re.compile(r"\.index-[0-9A-Za-z_-]{1,64}\.tmp")
@@ -240,7 +240,8 @@ def _valid_row(row: object) -> bool:
         and all(_is_count(row[position]) for position in (0, 1, 5, 6))
         and all(type(row[position]) is str for position in (2, 3, 4))
         and (row[7] is None or type(row[7]) is str)
-        and (row[8] is None or _valid_fix(row[8]))
+        and (row[8] is None or _is_count(row[8]))
+        and (row[9] is None or _valid_fix(row[9]))
     )
 
 

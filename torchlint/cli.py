@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from torchlint import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-FORMATS = ("text", "json", "sarif", "github")  # kept here so --version/--help import nothing more
+# Kept here so that --version/--help import nothing more.
+FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit")
+TEXT_FORMATS = ("text", "full", "concise")  # text: full on a terminal, concise otherwise
 
 
 class UsageError(Exception):
@@ -43,10 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     selection.add_argument("--ignore", action="append", default=[], metavar="CODES",
                            help="do not report these codes")
     output = parser.add_argument_group("output")
-    output.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    output.add_argument("--output-format", "--format", dest="format", choices=FORMATS, default="text",
+                        help="output format (default: text, which is `full` on a terminal, with the code and "
+                             "a fix hint for each finding, and one `concise` line a finding otherwise)")
     output.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
     output.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
-    output.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+    output.add_argument("-q", "--quiet", action="store_true", help="no summary line or progress on stderr")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     info = parser.add_argument_group("information")
     info.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
@@ -58,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("--stdin-filename", metavar="NAME", help="name to report source read from stdin under")
     files.add_argument("--force-exclude", action="store_true",
                        help="apply exclude patterns to files named explicitly too (useful with pre-commit)")
+    files.add_argument("--no-respect-gitignore", action="store_true",
+                       help="also walk into what .gitignore, .git/info/exclude and git's global "
+                            "excludes file ignore (explicit files are linted either way)")
     files.add_argument("--max-file-size", type=_size, default=None, metavar="BYTES",
                        help="a larger file is not read and gets TL000 (default: 4M; suffixes K, M, G)")
     files.add_argument("--pre-commit", action="store_true",
@@ -132,6 +139,7 @@ def run() -> None:
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> int:
+    _stop_progress()
     print(f"torchlint: error: {message}", file=sys.stderr)
     return code
 
@@ -162,7 +170,7 @@ def _lint(argv: list[str]) -> int:
         raise UsageError("--pre-commit: the hook's args must end with `--` (as in `args: [--force-exclude, --]`), "
                          "so that a file named like an option is never taken for one")
     args = build_parser().parse_args(argv)
-    if args.statistics and args.format not in ("text", "json"):
+    if args.statistics and args.format not in (*TEXT_FORMATS, "json"):
         raise UsageError(f"--statistics prints text or json, not {args.format}: drop --statistics or "
                          "use --format text or json")
     if args.output_file:
@@ -215,6 +223,7 @@ def _lint(argv: list[str]) -> int:
         selection = select_rules(rules, settings, cli_layer)
         require_rules(selection, settings, args)
         data = sys.stdin.buffer.read()
+        args.stdin_sources = {stdin_name: data}
         if args.force_exclude and _excluded(stdin_name, settings):
             result = RunResult([], 0)  # like ruff: an excluded file passes through unlinted
         else:
@@ -225,7 +234,8 @@ def _lint(argv: list[str]) -> int:
         from torchlint.files import PathError
 
         try:
-            collected = collect_files(paths, resolver.for_directory, args.force_exclude, listed)
+            collected = collect_files(paths, resolver.for_directory, args.force_exclude, listed,
+                                      respect_gitignore=not args.no_respect_gitignore)
         except PathError as error:
             raise UsageError(str(error)) from None
         for given in collected.missing:  # reported, the rest linted, and the run exits 2
@@ -265,6 +275,7 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
         if invalid_file(path, reason).code not in ignored_for(path, selection, settings):
             violations.append(invalid_file(path, reason))
     checked = len(collected.problems)
+    progress = _start_progress(args, len(collected.files))
     for settings, selection, files in list(groups.values()):
         if not files:
             continue
@@ -276,10 +287,32 @@ def _lint_collected(collected, resolver, rules, cli_layer, args):
 
             cache = Cache(configuration_key(selection.codes, settings.options, job.prefilter))
         part = lint_files(files, job, cache, args.jobs or default_jobs(),
-                          partial(ignored_for, selection=selection, settings=settings))
+                          partial(ignored_for, selection=selection, settings=settings), progress)
         violations += part.violations
         checked += part.files_checked
+    _stop_progress()
     return RunResult(sorted(violations), checked)
+
+
+# --- the progress line (torchlint.progress) ---------------------------------------------------
+
+_progress = None  # the line being drawn, so that an error or Ctrl-C erases it before its message
+
+
+def _start_progress(args, total: int):
+    """``advance`` of a progress line on stderr for a person at a terminal, else None."""
+    global _progress
+    from torchlint.progress import Progress, wanted
+
+    _progress = Progress(total) if total and wanted(sys.stderr, args.quiet) else None
+    return _progress.advance if _progress is not None else None
+
+
+def _stop_progress() -> None:
+    global _progress
+    if _progress is not None:
+        _progress.close()
+        _progress = None
 
 
 def require_rules(selection, settings, args) -> None:
@@ -334,7 +367,7 @@ def _read_files_from(source: str, parse) -> list[str]:
 
 
 def _write_report(args, result, rules) -> None:
-    from torchlint.formatters import render, statistics, summary, use_colour
+    from torchlint.formatters import full_report, render, statistics, summary, use_colour
 
     stream = sys.stdout
     if args.output_file:
@@ -348,9 +381,13 @@ def _write_report(args, result, rules) -> None:
         if args.statistics:
             stream.write(statistics(result.violations, args.format))
         else:
-            colour = args.format == "text" and not args.output_file and use_colour(stream)
-            stream.write(render(result.violations, args.format, rules, colour,
-                                unsafe_fixes=getattr(args, "unsafe_fixes", False)))
+            colour = args.format in TEXT_FORMATS and not args.output_file and use_colour(stream)
+            output_format = _text_format(args, stream)
+            if output_format == "full":  # shows code: source read from stdin is not on disk
+                stream.write(full_report(result.violations, colour, getattr(args, "stdin_sources", None)))
+            else:
+                stream.write(render(result.violations, output_format, rules, colour,
+                                    unsafe_fixes=getattr(args, "unsafe_fixes", False)))
         stream.flush()
     except BrokenPipeError:
         raise
@@ -363,13 +400,23 @@ def _write_report(args, result, rules) -> None:
                 stream.close()
             except OSError:
                 pass
-    if args.format == "text" and not args.quiet:
+    if args.format in TEXT_FORMATS and not args.quiet:
         print(summary(result.violations, result.files_checked), file=sys.stderr)
         from torchlint.formatters import fix_summary
 
         fixable = fix_summary(result.violations, getattr(args, "unsafe_fixes", False))
         if fixable:
             print(fixable, file=sys.stderr)
+
+
+def _text_format(args, stream) -> str:
+    """``text`` is ``full`` on a terminal and ``concise`` in a pipe, a file or CI."""
+    if args.format != "text":
+        return args.format
+    from torchlint.progress import in_ci
+
+    isatty = getattr(stream, "isatty", None)
+    return "full" if not args.output_file and isatty and isatty() and not in_ci() else "concise"
 
 
 def _list_rules(rules, output_format: str) -> int:

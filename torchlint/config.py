@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from torchlint.rule import Rule
 
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "eval-function-words")
-KNOWN_KEYS = (*LIST_KEYS, "per-file-ignores")
+KNOWN_KEYS = (*LIST_KEYS, "per-file-ignores", "respect-gitignore")
 CODE_KEYS = ("select", "ignore", "extend-select")
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".tox", ".nox", "venv", ".venv", "build", "dist", "__pycache__",
     ".eggs", "*.egg-info", "node_modules", ".mypy_cache", ".pytest_cache", ".torchlint_cache",
+    ".ipynb_checkpoints",  # Jupyter's autosaved copies of every notebook
 )
 
 
@@ -51,6 +52,7 @@ class Settings:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     options: dict = field(default_factory=dict)  # passed to every rule
+    respect_gitignore: bool = True  # directory walks skip what git ignores
 
     def relative(self, path: str) -> str:
         """``path`` relative to the root with forward slashes, for glob matching."""
@@ -247,6 +249,10 @@ def _settings_from(table: dict, path: str) -> Settings:
     settings.exclude += values.get("extend-exclude", [])
     if "eval-function-words" in values:
         settings.options["eval-function-words"] = values["eval-function-words"]
+    if "respect-gitignore" in table:
+        if not isinstance(table["respect-gitignore"], bool):
+            raise ConfigError(f"{where}: respect-gitignore must be true or false")
+        settings.respect_gitignore = table["respect-gitignore"]
     return settings
 
 

@@ -435,13 +435,20 @@ def lint_source(
     prefilter: bool = True,
     noqa: bool = True,
     skip_file: bool = True,
+    notebook: bool | None = None,
 ) -> list[Violation]:
     """All findings of ``rules`` in one file's source, sorted, ``# noqa`` applied (unless
     ``noqa`` is false: flake8 applies it itself), a file with ``# torchlint: skip-file`` skipped
     (unless ``skip_file`` is false). Never raises: whatever goes wrong with the file
     is one TL000 finding for it. Parsing, analysis and positions run in a thread with a large
     stack and a fixed recursion limit, so deep code neither crashes the process nor depends on
-    how deep the caller's stack already is."""
+    how deep the caller's stack already is. A ``.ipynb`` path (or ``notebook=True``) is read as a
+    Jupyter notebook: its code cells are linted together and each finding names its cell."""
+    if path.lower().endswith(".ipynb") if notebook is None else notebook:
+        from torchlint.notebook import lint_notebook
+
+        return lint_notebook(source, path, lambda text: lint_source(
+            text, path, rules, options, prefilter, noqa, skip_file, notebook=False))
     try:
         try:
             text = decode_source(source) if isinstance(source, bytes) else source

@@ -64,13 +64,21 @@ def too_large(path: str, size: int, limit: int) -> Violation:
     return invalid_file(path, f"file too large ({size} bytes > {limit}); raise the limit with --max-file-size")
 
 
+# A notebook's file is mostly outputs (images in base64): its limit is this many times larger.
+NOTEBOOK_SIZE_FACTOR = 16
+
+
+def size_limit(path: str, job: Job) -> int:
+    return job.max_file_size * (NOTEBOOK_SIZE_FACTOR if path.lower().endswith(".ipynb") else 1)
+
+
 def check_file(path: str, expected_digest: str | None, job: Job) -> Outcome:
     try:
         size = os.stat(path).st_size
     except OSError:
         size = 0  # reading it says why it cannot be read
-    if size > job.max_file_size:  # never cached: the limit is not part of the cache key
-        return Outcome(path, None, [too_large(path, size, job.max_file_size)])
+    if size > size_limit(path, job):  # never cached: the limit is not part of the cache key
+        return Outcome(path, None, [too_large(path, size, size_limit(path, job))])
     try:
         data = read_source(path)  # a named pipe or device is refused, never waited on
     except OSError as error:
@@ -98,12 +106,16 @@ def lint_files(
     cache: Cache | None,
     jobs: int,
     ignored_codes: Callable[[str], frozenset[str]],
+    progress: Callable[[int], None] | None = None,
 ) -> RunResult:
+    """``progress(1)`` is called as each file is done (from the cache or linted)."""
     found: list[Violation] = []
 
     def keep(path: str, violations: list[Violation]) -> None:
         ignored = ignored_codes(path)
         found.extend(violation for violation in violations if violation.code not in ignored)
+        if progress is not None:
+            progress(1)
 
     pending: list[tuple[str, str | None]] = []
     stats: dict[str, os.stat_result] = {}
@@ -114,7 +126,7 @@ def lint_files(
             except OSError:
                 pass  # check_file reports why it cannot be read
             else:
-                if stats[path].st_size > job.max_file_size:  # check_file reports it, uncached
+                if stats[path].st_size > size_limit(path, job):  # check_file reports it, uncached
                     pending.append((path, None))
                     del stats[path]
                     continue
@@ -279,8 +291,8 @@ def _work(connection, job: Job, parent: int) -> None:
 
 
 def lint_stdin(data: bytes, path: str, job: Job, ignored: frozenset[str]) -> RunResult:
-    if len(data) > job.max_file_size:
-        return RunResult([v for v in [too_large(path, len(data), job.max_file_size)] if v.code not in ignored], 1)
+    if len(data) > size_limit(path, job):
+        return RunResult([v for v in [too_large(path, len(data), size_limit(path, job))] if v.code not in ignored], 1)
     try:
         violations = lint_source(data, path, job.rules, job.options, job.prefilter)
     except Exception as error:
