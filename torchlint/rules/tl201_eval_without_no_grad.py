@@ -22,7 +22,7 @@ LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
 DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
-COMPOUND_STATEMENTS = (cst.For, cst.While, cst.If, cst.With, cst.Try, cst.FunctionDef, cst.ClassDef)
+COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
 KEEPING_CALL_RE = re.compile(
     r"log|store|record|save|cache|push|put|register|track|buffer|memor|emit|send|queue|callback|hook|"
@@ -432,7 +432,7 @@ def count_flops(model, x):
         for stmt, ctx in scope.statements:
             if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED:
                 continue
-            if type(stmt) in COMPOUND_STATEMENTS:
+            if type(stmt).__name__ in COMPOUND_STATEMENTS:
                 continue  # their bodies' statements come on their own
             calls = analysis.calls_in(stmt)
             if forward is None:  # the model itself, not a helper that may differentiate its result
