@@ -1,0 +1,367 @@
+"""`torchlint server`: the language server, driven end to end by a real LSP client over stdio
+(pygls's), plus the protocol-free parts (noqa edits, ranges, position units) directly.
+
+The client tests start `python -m torchlint server` in a scratch project and wait for each
+notification with a generous timeout (the suite runs on loaded two-core machines); they skip
+with how to install pygls when it is missing, and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_support import run_torchlint
+from optional_deps import require
+
+from torchlint.engine import lint_source, source_lines
+from torchlint.lsp.linting import (
+    Configurations, Edit, from_units, lint_text, noqa_edit, rule_page, to_units, violation_span,
+)
+from torchlint.rules import default_rules
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT = 60.0  # seconds for any one message: generous, for a loaded machine
+
+TRAIN = """\
+import torch
+
+
+def train(model, loader, optimizer, criterion):
+    losses = []
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+    return losses
+"""
+TRAIN_LINE = 10  # 0-based line of `losses.append(loss)`: TL101
+
+SCORE = """\
+import torch
+
+
+def score_model(model, loader):
+    total = 0
+    for x, y in loader:
+        total += (model(x).argmax(1) == y).sum().item()
+    return total
+"""
+
+
+# ---- the protocol-free parts --------------------------------------------------------------
+
+
+def apply(text: str, edit: Edit) -> str:
+    lines = source_lines(text)
+    offsets = [0]
+    for line in lines[:-1]:
+        offsets.append(offsets[-1] + len(line) + 1)  # these tests use "\n" only
+    start = offsets[edit.start_line] + edit.start_character
+    end = offsets[edit.end_line] + edit.end_character
+    return text[:start] + edit.new_text + text[end:]
+
+
+def codes(text: str) -> list[tuple[int, str]]:
+    return [(violation.line, violation.code) for violation in lint_source(text, "t.py", default_rules())]
+
+
+def test_noqa_edit_silences_exactly_that_finding():
+    assert (11, "TL101") in codes(TRAIN)
+    edited = apply(TRAIN, noqa_edit(TRAIN, TRAIN_LINE, "TL101"))
+    assert source_lines(edited)[TRAIN_LINE] == "        losses.append(loss)  # noqa: TL101"
+    assert (11, "TL101") not in codes(edited)
+    assert len(codes(edited)) == len(codes(TRAIN)) - 1
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("        losses.append(loss)  # noqa: E501", "        losses.append(loss)  # noqa: E501, TL101"),
+    ("        losses.append(loss)  # noqa:E501,W291", "        losses.append(loss)  # noqa:E501,W291, TL101"),
+    ("        losses.append(loss)  # keep for the plot", "        losses.append(loss)  # keep for the plot  # noqa: TL101"),
+    ("        losses.append(loss)   ", "        losses.append(loss)  # noqa: TL101"),
+    ("        losses.append('#')", "        losses.append('#')  # noqa: TL101"),
+])
+def test_noqa_edit_merges_with_what_the_line_has(line, expected):
+    lines = source_lines(TRAIN)
+    lines[TRAIN_LINE] = line
+    text = "\n".join(lines)
+    edited = apply(text, noqa_edit(text, TRAIN_LINE, "TL101"))
+    assert source_lines(edited)[TRAIN_LINE] == expected
+    assert (11, "TL101") not in codes(edited)
+
+
+@pytest.mark.parametrize("text", [
+    'x = 1  # noqa\n',  # suppresses every code already
+    'x = 1  # noqa: TL1\n',  # the prefix covers TL101
+    'x = """start\nend"""\n',  # line 0 ends inside a string
+    'x = 1 + \\\n    2\n',  # a comment cannot come before the continuation
+    'x = (\n',  # not tokenizable
+])
+def test_noqa_edit_refuses_where_no_comment_can_go(text):
+    assert noqa_edit(text, 0, "TL101") is None
+
+
+def test_noqa_edit_on_a_line_inside_brackets():
+    text = "total = sum(\n    losses,\n)\n"
+    edited = apply(text, noqa_edit(text, 1, "TL102"))
+    assert edited == "total = sum(\n    losses,  # noqa: TL102\n)\n"
+    compile(edited, "t.py", "exec")
+
+
+def test_noqa_edit_counts_lines_as_the_parser_does():
+    text = "a = 1\rlosses.append(loss)\r\nb = 2\n"
+    edit = noqa_edit(text, 1, "TL101")
+    assert edit == Edit(1, len("losses.append(loss)"), 1, len("losses.append(loss)"), "  # noqa: TL101")
+
+
+def test_position_units():
+    line = "x = '\U0001F600é'  # y"
+    character = line.index("#")
+    assert to_units(line, character, "utf-32") == character
+    assert to_units(line, character, "utf-16") == character + 1  # the emoji is two UTF-16 units
+    assert to_units(line, character, "utf-8") == len(line[:character].encode())
+    for encoding in ("utf-8", "utf-16", "utf-32"):
+        assert from_units(line, to_units(line, character, encoding), encoding) == character
+
+
+def test_an_empty_range_covers_the_rest_of_its_line():
+    (violation,) = lint_source("x = (1,\ny = 2\n", "t.py", default_rules())
+    lines = source_lines("x = (1,\ny = 2\n")
+    start_line, start, end_line, end = violation_span(violation, lines)
+    assert violation.code == "TL000" and (start_line, end_line) == (violation.line - 1,) * 2
+    assert end > start
+
+
+def test_lint_text_reads_the_configuration_as_the_cli(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\neval-function-words = ["score"]\n'
+                                             '[tool.torchlint.per-file-ignores]\n"ignored_*.py" = ["TL101"]\n')
+    configurations = Configurations()
+    assert [v.code for v in lint_text(SCORE, str(tmp_path / "score.py"), configurations)] == ["TL201"]
+    assert [v.code for v in lint_text(TRAIN, str(tmp_path / "train.py"), configurations)] == ["TL101"]
+    assert lint_text(TRAIN, str(tmp_path / "ignored_train.py"), configurations) == []
+    # a change on disk is seen by the next lint, without restarting the server
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL1"]\n')
+    assert lint_text(TRAIN, str(tmp_path / "train.py"), configurations) == []
+    assert lint_text(SCORE, str(tmp_path / "score.py"), configurations) == []  # default words again
+
+
+def test_rule_pages_are_the_checkouts_or_the_configured_ones():
+    assert rule_page("TL101", "https://example.com/torchlint/rules/") == "https://example.com/torchlint/rules/TL101.md"
+    assert rule_page("TL000", "https://example.com/rules") is None
+    local = rule_page("TL101", None)
+    assert local is None or (local.startswith("file://") and local.endswith("/rules/TL101.md"))
+
+
+def test_linting_never_imports_pygls():
+    code = ("import sys, torchlint.cli as cli; cli.main(['-q', '--no-cache', 'fixtures/TL101']); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'torchlint.lsp')))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr
+
+
+def test_server_without_pygls_says_how_to_install_it(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['pygls'] = None\n")
+    result = subprocess.run([sys.executable, "-m", "torchlint", "server"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
+    assert result.returncode == 2
+    assert result.stderr.strip() == "torchlint: error: torchlint server needs pygls: pip install 'torchlint[lsp]'"
+
+
+# ---- a real client over stdio -------------------------------------------------------------
+
+
+class Editor:
+    """A pygls client driving `python -m torchlint server` in ``root``, collecting what the
+    server publishes."""
+
+    def __init__(self, root: Path) -> None:
+        require("pygls")
+        from lsprotocol import types as lsp
+        from pygls.lsp.client import LanguageClient
+
+        self.lsp = lsp
+        self.root = root
+        self.client = LanguageClient("torchlint-tests", "1")
+        self.published: asyncio.Queue = asyncio.Queue()
+        self.messages: list[str] = []
+        self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: self.published.put_nowait(params))
+        self.client.feature(lsp.WINDOW_SHOW_MESSAGE)(lambda params: self.messages.append(params.message))
+        self.client.feature(lsp.WINDOW_LOG_MESSAGE)(lambda params: self.messages.append(params.message))
+
+    async def start(self, *args: str) -> object:
+        lsp = self.lsp
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        await self.client.start_io(sys.executable, "-m", "torchlint", "server", *args, cwd=str(self.root), env=env)
+        capabilities = lsp.ClientCapabilities(
+            workspace=lsp.WorkspaceClientCapabilities(workspace_edit=lsp.WorkspaceEditClientCapabilities(
+                document_changes=True)),
+            text_document=lsp.TextDocumentClientCapabilities(
+                publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)),
+        )
+        result = await asyncio.wait_for(self.client.initialize_async(lsp.InitializeParams(
+            capabilities=capabilities, process_id=os.getpid(), root_uri=self.root.as_uri())), TIMEOUT)
+        self.client.initialized(lsp.InitializedParams())
+        return result
+
+    def uri(self, name: str) -> str:
+        return (self.root / name).as_uri()
+
+    def open(self, name: str, text: str, version: int = 1) -> None:
+        self.client.text_document_did_open(self.lsp.DidOpenTextDocumentParams(
+            self.lsp.TextDocumentItem(uri=self.uri(name), language_id="python", version=version, text=text)))
+
+    def change(self, name: str, version: int, text: str, range_=None) -> None:
+        lsp = self.lsp
+        change = (lsp.TextDocumentContentChangePartial(range=range_, text=text) if range_ is not None
+                  else lsp.TextDocumentContentChangeWholeDocument(text=text))
+        self.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            lsp.VersionedTextDocumentIdentifier(uri=self.uri(name), version=version), [change]))
+
+    async def diagnostics(self, name: str, version: int | None = None) -> list:
+        """The next diagnostics published for ``name`` (for ``version``, when given)."""
+        while True:
+            params = await asyncio.wait_for(self.published.get(), TIMEOUT)
+            if params.uri == self.uri(name) and (version is None or params.version == version):
+                return list(params.diagnostics)
+
+    async def code_actions(self, name: str, line: int) -> list:
+        lsp = self.lsp
+        return list(await asyncio.wait_for(self.client.text_document_code_action_async(lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(self.uri(name)),
+            range=lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0)),
+            context=lsp.CodeActionContext(diagnostics=[]))), TIMEOUT) or [])
+
+    async def stop(self) -> None:
+        await asyncio.wait_for(self.client.shutdown_async(None), TIMEOUT)
+        self.client.exit(None)
+        await asyncio.wait_for(self.client.stop(), TIMEOUT)
+
+
+def run(scenario) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), 10 * TIMEOUT))
+
+
+def apply_text_edits(text: str, edits) -> str:
+    """Apply LSP TextEdits (UTF-16 units; these texts are ASCII) to ``text``, last first."""
+    lines = source_lines(text)
+    offsets = [0]
+    for line in lines[:-1]:
+        offsets.append(offsets[-1] + len(line) + 1)
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        start = offsets[edit.range.start.line] + edit.range.start.character
+        end = offsets[edit.range.end.line] + edit.range.end.character
+        text = text[:start] + edit.new_text + text[end:]
+    return text
+
+
+def test_a_session_as_an_editor_runs_it(tmp_path):
+    """initialize, open, the diagnostic at the right line with its code, link and help, hover,
+    the code action with its edit, applying it, a change with fresh diagnostics, shutdown."""
+    editor = Editor(tmp_path)
+
+    async def scenario():
+        lsp = editor.lsp
+        result = await editor.start()
+        assert result.server_info.name == "torchlint"
+        editor.open("train.py", TRAIN)
+        (diagnostic,) = await editor.diagnostics("train.py", 1)
+        assert diagnostic.code == "TL101" and diagnostic.source == "torchlint"
+        assert diagnostic.range.start == lsp.Position(TRAIN_LINE, 8)
+        assert diagnostic.range.end == lsp.Position(TRAIN_LINE, len("        losses.append(loss)"))
+        assert diagnostic.severity == lsp.DiagnosticSeverity.Warning
+        assert "\nhelp: " in diagnostic.message
+        assert diagnostic.code_description.href == rule_page("TL101", None)  # this checkout's page
+        assert diagnostic.code_description.href.startswith("file://")
+
+        hover = await asyncio.wait_for(editor.client.text_document_hover_async(lsp.HoverParams(
+            lsp.TextDocumentIdentifier(editor.uri("train.py")), lsp.Position(TRAIN_LINE, 12))), TIMEOUT)
+        assert hover.contents.kind == lsp.MarkupKind.Markdown
+        assert hover.contents.value == run_torchlint("--explain", "TL101", cwd=REPO).stdout
+        nothing = await asyncio.wait_for(editor.client.text_document_hover_async(lsp.HoverParams(
+            lsp.TextDocumentIdentifier(editor.uri("train.py")), lsp.Position(0, 0))), TIMEOUT)
+        assert nothing is None
+
+        actions = await editor.code_actions("train.py", TRAIN_LINE)
+        (ignore,) = [action for action in actions if "noqa" in action.title]
+        assert ignore.kind == lsp.CodeActionKind.QuickFix and ignore.diagnostics[0].code == "TL101"
+        (document_edit,) = ignore.edit.document_changes
+        assert document_edit.text_document.uri == editor.uri("train.py")
+        assert document_edit.text_document.version == 1
+        assert await editor.code_actions("train.py", 0) == []  # no finding on line 0
+
+        # the editor applies the edit: the finding is gone in the next diagnostics
+        edited = apply_text_edits(TRAIN, document_edit.edits)
+        assert source_lines(edited)[TRAIN_LINE].endswith("  # noqa: TL101")
+        editor.change("train.py", 2, edited)
+        assert await editor.diagnostics("train.py", 2) == []
+
+        # an incremental change that brings a finding back (TL102 a line lower)
+        position = lsp.Position(TRAIN_LINE + 1, 0)
+        editor.change("train.py", 3, "        total = total + loss\n", lsp.Range(position, position))
+        (fresh,) = await editor.diagnostics("train.py", 3)
+        assert fresh.code == "TL102" and fresh.range.start.line == TRAIN_LINE + 1
+
+        editor.client.text_document_did_close(lsp.DidCloseTextDocumentParams(
+            lsp.TextDocumentIdentifier(editor.uri("train.py"))))
+        assert await editor.diagnostics("train.py") == []
+        await editor.stop()
+
+    run(scenario)
+    assert editor.client._server.returncode == 0  # exited after shutdown and exit
+
+
+def test_the_server_reports_what_the_cli_reports_under_a_configuration(tmp_path):
+    """select/ignore, per-file-ignores and eval-function-words from the nearest pyproject.toml,
+    in a subproject with a configuration of its own: the same findings as `torchlint`."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchlint]\neval-function-words = ["score"]\n'
+        '[tool.torchlint.per-file-ignores]\n"legacy/*" = ["TL101"]\n')
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL102"]\n')
+    (tmp_path / "legacy").mkdir()
+    files = {"score.py": SCORE, "train.py": TRAIN, "legacy/train.py": TRAIN + SCORE.replace("import torch\n", ""),
+             "sub/train.py": TRAIN.replace("losses.append(loss)", "total = total + loss"),
+             "sub/score.py": SCORE}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    cli = run_torchlint("--format", "json", "--no-cache", *files, cwd=tmp_path)
+    expected = {(Path(item["path"]).as_posix(), item["line"] - 1, item["code"]) for item in json.loads(cli.stdout)}
+    assert {code for _, _, code in expected} == {"TL101", "TL201"}  # the configuration matters here
+
+    editor = Editor(tmp_path)
+    found = set()
+
+    async def scenario():
+        await editor.start()
+        for name, text in files.items():
+            editor.open(name, text)
+            for diagnostic in await editor.diagnostics(name, 1):
+                found.add((name, diagnostic.range.start.line, diagnostic.code))
+        await editor.stop()
+
+    run(scenario)
+    assert found == expected
+
+
+def test_a_configuration_error_is_shown_not_linted_around(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL9"]\n')
+    editor = Editor(tmp_path)
+
+    async def scenario():
+        await editor.start()
+        editor.open("train.py", TRAIN)
+        assert await editor.diagnostics("train.py", 1) == []
+        await editor.stop()
+
+    run(scenario)
+    assert any("unknown rule code 'TL9'" in message for message in editor.messages), editor.messages
