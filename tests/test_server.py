@@ -167,13 +167,36 @@ def test_linting_never_imports_pygls():
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr
 
 
+def test_the_readme_editor_snippets_start_this_server():
+    """The Editors section's configuration snippets parse, and each starts `torchlint server`."""
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: tomli, a dependency there
+        import tomli as tomllib
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    editors = readme.split("## Editors\n", 1)[1].split("\n## ", 1)[0]
+    blocks = dict(re.findall(r"^```(\w+)\n(.*?)^```", editors, re.S | re.M))
+    assert set(blocks) >= {"sh", "json", "lua", "toml", "elisp"}
+    vscode = json.loads(blocks["json"])
+    assert [vscode["glspc.serverCommand"], *vscode["glspc.serverCommandArguments"]] == ["torchlint", "server"]
+    helix = tomllib.loads(blocks["toml"])
+    assert helix["language-server"]["torchlint"] == {"command": "torchlint", "args": ["server"]}
+    assert "torchlint" in helix["language"][0]["language-servers"]
+    assert 'cmd = { "torchlint", "server" }' in blocks["lua"]
+    assert '("torchlint" "server")' in blocks["elisp"]
+
+
 def test_server_without_pygls_says_how_to_install_it(tmp_path):
     (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['pygls'] = None\n")
     result = subprocess.run([sys.executable, "-m", "torchlint", "server"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, stdin=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
     assert result.returncode == 2
-    assert result.stderr.strip() == "torchlint: error: torchlint server needs pygls: pip install 'torchlint[lsp]'"
+    assert result.stderr.strip() == ("torchlint: error: torchlint server needs pygls (the `lsp` extra): "
+                                     "pip install 'pygls>=2.0,<3'")
 
 
 # ---- a real client over stdio -------------------------------------------------------------

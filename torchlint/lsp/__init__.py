@@ -37,7 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torchlint.lsp.protocol import create_server
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".")[0] in ("pygls", "lsprotocol", "cattrs"):
-            print("torchlint: error: torchlint server needs pygls: pip install 'torchlint[lsp]'", file=sys.stderr)
+            print("torchlint: error: torchlint server needs pygls (the `lsp` extra): pip install 'pygls>=2.0,<3'",
+                  file=sys.stderr)
             return USAGE_EXIT
         raise
     create_server(args.config).start_io()
