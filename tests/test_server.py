@@ -388,3 +388,36 @@ def test_a_configuration_error_is_shown_not_linted_around(tmp_path):
 
     run(scenario)
     assert any("unknown rule code 'TL9'" in message for message in editor.messages), editor.messages
+
+
+def test_a_burst_of_edits_ends_with_the_diagnostics_of_the_last_text(tmp_path):
+    """Typing a line one character at a time, changes back to back: the server does not lint each
+    one (the debounce), and what it publishes last is for the last version, never a stale text."""
+    editor = Editor(tmp_path)
+    typed = "        total = total + loss"
+    published = []
+
+    async def scenario():
+        lsp = editor.lsp
+        await editor.start()
+        editor.open("train.py", TRAIN)
+        await editor.diagnostics("train.py", 1)
+        end_of_append = lsp.Position(TRAIN_LINE, len("        losses.append(loss)"))
+        editor.change("train.py", 2, "\n", lsp.Range(end_of_append, end_of_append))
+        line = TRAIN_LINE + 1
+        for column, character in enumerate(typed):
+            position = lsp.Position(line, column)
+            editor.change("train.py", 3 + column, character, lsp.Range(position, position))
+        last = 2 + len(typed)
+        while True:
+            params = await asyncio.wait_for(editor.published.get(), TIMEOUT)
+            published.append(params.version)
+            if params.version == last:
+                assert sorted(d.code for d in params.diagnostics) == ["TL101", "TL102"]
+                assert [d.range.start.line for d in params.diagnostics if d.code == "TL102"] == [line]
+                break
+        await editor.stop()
+
+    run(scenario)
+    assert published == sorted(published)  # never an older version after a newer one
+    assert len(published) < len(typed) // 2  # not one lint per keystroke

@@ -59,6 +59,7 @@ class Session:
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "torchlint-lsp"))
     rules_url: str | None = None
     shown_errors: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
 
     # ---- documents and linting -------------------------------------------------------------
 
@@ -74,18 +75,28 @@ class Session:
             path = os.path.join(root, "untitled.py")
         return path
 
-    def lint_now(self, uri: str) -> Result | None:
-        """Lint the document's current text (on the worker thread)."""
+    def lint_in_worker(self, text: str, path: str | None) -> tuple[list[Violation], str | None]:
+        """The findings (on the worker thread), or the configuration error that stops them."""
+        if path is None:
+            return [], None
+        try:
+            return lint_text(text, path, self.configurations), None
+        except ConfigError as error:
+            return [], str(error)
+
+    async def lint(self, uri: str) -> Result | None:
+        """Lint the document's current text. What is read from the workspace is read here, on the
+        event loop, which is where pygls applies the client's changes."""
         if uri not in self.server.workspace.text_documents:
             return None
         document = self.server.workspace.get_text_document(uri)
         version, text, path = document.version, document.source, self.path_of(uri)
-        violations: list[Violation] = []
-        if path is not None:
-            try:
-                violations = lint_text(text, path, self.configurations)
-            except ConfigError as error:
-                self.config_error(str(error))
+        violations, error = await asyncio.get_running_loop().run_in_executor(
+            self.executor, self.lint_in_worker, text, path)
+        if error is not None:
+            self.config_error(error)
+        while self.warnings:  # the configuration's warnings, collected on the worker thread
+            self.server.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, self.warnings.pop(0)))
         return Result(version, text, source_lines(text), violations)
 
     def config_error(self, message: str) -> None:
@@ -95,9 +106,6 @@ class Session:
             return
         self.shown_errors.add(message)
         self.server.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"torchlint: {message}"))
-
-    async def lint(self, uri: str) -> Result | None:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self.lint_now, uri)
 
     async def current(self, uri: str) -> Result | None:
         """The findings for the document as it is now: the last result if the document has not
@@ -214,6 +222,7 @@ class Session:
         first = params.range.start.line
         last = params.range.end.line
         actions: list[lsp.CodeAction] = []
+        offered: set[tuple[int, str]] = set()  # one noqa action per line and code
         for violation in result.violations:
             if violation.code == INVALID_FILE_CODE:
                 continue
@@ -228,6 +237,9 @@ class Session:
                     kind=lsp.CodeActionKind.QuickFix, diagnostics=[diagnostic], is_preferred=True,
                     edit=self.workspace_edit(uri, result, edits),
                 ))
+            if (start_line, violation.code) in offered:
+                continue
+            offered.add((start_line, violation.code))
             edit = noqa_edit(result.text, start_line, violation.code)
             if edit is not None and _wanted(lsp.CodeActionKind.QuickFix, wanted):
                 actions.append(lsp.CodeAction(
@@ -281,8 +293,9 @@ def _wanted(kind: str, only: list[str] | None) -> bool:
 
 def create_server(config_file: str | None = None) -> LanguageServer:
     server = LanguageServer("torchlint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
-    session = Session(server, Configurations(config_file, warn=lambda message: server.window_log_message(
-        lsp.LogMessageParams(lsp.MessageType.Warning, f"torchlint: warning: {message}"))))
+    warnings: list[str] = []
+    session = Session(server, Configurations(config_file, warn=lambda message: warnings.append(
+        f"torchlint: warning: {message}")), warnings=warnings)
 
     @server.feature(lsp.INITIALIZED)
     def initialized(params: lsp.InitializedParams) -> None:
