@@ -220,7 +220,7 @@ class Editor:
         self.client.feature(lsp.WINDOW_SHOW_MESSAGE)(lambda params: self.messages.append(params.message))
         self.client.feature(lsp.WINDOW_LOG_MESSAGE)(lambda params: self.messages.append(params.message))
 
-    async def start(self, *args: str) -> object:
+    async def start(self, *args: str, notebooks: bool = False) -> object:
         lsp = self.lsp
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         await self.client.start_io(sys.executable, "-m", "torchlint", "server", *args, cwd=str(self.root), env=env)
@@ -229,6 +229,8 @@ class Editor:
                 document_changes=True)),
             text_document=lsp.TextDocumentClientCapabilities(
                 publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)),
+            notebook_document=lsp.NotebookDocumentClientCapabilities(
+                synchronization=lsp.NotebookDocumentSyncClientCapabilities()) if notebooks else None,
         )
         result = await asyncio.wait_for(self.client.initialize_async(lsp.InitializeParams(
             capabilities=capabilities, process_id=os.getpid(), root_uri=self.root.as_uri())), TIMEOUT)
@@ -295,6 +297,7 @@ def test_a_session_as_an_editor_runs_it(tmp_path):
         lsp = editor.lsp
         result = await editor.start()
         assert result.server_info.name == "torchlint"
+        assert result.capabilities.notebook_document_sync is None  # this client has no notebooks
         editor.open("train.py", TRAIN)
         (diagnostic,) = await editor.diagnostics("train.py", 1)
         assert diagnostic.code == "TL101" and diagnostic.source == "torchlint"
@@ -421,3 +424,111 @@ def test_a_burst_of_edits_ends_with_the_diagnostics_of_the_last_text(tmp_path):
     run(scenario)
     assert published == sorted(published)  # never an older version after a newer one
     assert len(published) < len(typed) // 2  # not one lint per keystroke
+
+
+# ---- notebooks ----------------------------------------------------------------------------
+
+
+def test_notebook_cells_are_one_module_with_ipython_syntax_masked():
+    from torchlint.lsp.linting import notebook_source
+
+    cells = [
+        "%matplotlib inline\nimport torch\n",
+        "files = !ls\nfor x, y in loader:\n    %time loss = model(x)\n    losses.append(loss)\nmodel?\n",
+        "%%bash\nfor f in *; do echo $f; done\n",
+        "%%time\ntotal = total + loss",
+    ]
+    text, starts = notebook_source(cells)
+    lines = source_lines(text)
+    assert starts == [0, 3, 9, 12]
+    assert lines[0] == "pass" and lines[1] == "import torch"
+    assert lines[3] == "pass" and lines[5] == "    pass" and lines[6] == "    losses.append(loss)" and lines[7] == "pass"
+    assert lines[9:12] == ["", "", ""]  # a bash cell is not Python
+    assert lines[12:] == ["pass", "total = total + loss"]
+    compile(text, "nb", "exec")
+
+
+def test_notebook_masking_leaves_python_alone():
+    from torchlint.lsp.linting import notebook_source
+
+    python = ('x = a % b\ny = "!"\nif x != y:\n    z = {"?": 1}\nw = (x\n     % 2)\ns = """\n!not a shell\n"""\n'
+              'v = 1 + \\\n    % 3\n')
+    assert notebook_source([python])[0] == python
+
+
+class Notebook:
+    """A notebook of cells for the client: (kind, text) each, markdown or code."""
+
+    def __init__(self, editor: Editor, name: str, cells: list[tuple[str, str]]) -> None:
+        lsp = editor.lsp
+        self.editor, self.uri = editor, editor.uri(name)
+        self.cells = [f"{self.uri}#cell{index}" for index in range(len(cells))]
+        kinds = {"code": lsp.NotebookCellKind.Code, "markdown": lsp.NotebookCellKind.Markup}
+        editor.client.notebook_document_did_open(lsp.DidOpenNotebookDocumentParams(
+            notebook_document=lsp.NotebookDocument(uri=self.uri, notebook_type="jupyter-notebook", version=1, cells=[
+                lsp.NotebookCell(kind=kinds[kind], document=uri) for uri, (kind, _) in zip(self.cells, cells)]),
+            cell_text_documents=[
+                lsp.TextDocumentItem(uri=uri, language_id="python" if kind == "code" else "markdown", version=1, text=text)
+                for uri, (kind, text) in zip(self.cells, cells)]))
+
+    def change_cell(self, index: int, version: int, text: str) -> None:
+        lsp = self.editor.lsp
+        self.editor.client.notebook_document_did_change(lsp.DidChangeNotebookDocumentParams(
+            notebook_document=lsp.VersionedNotebookDocumentIdentifier(version=version, uri=self.uri),
+            change=lsp.NotebookDocumentChangeEvent(cells=lsp.NotebookDocumentCellChanges(text_content=[
+                lsp.NotebookDocumentCellContentChanges(
+                    document=lsp.VersionedTextDocumentIdentifier(uri=self.cells[index], version=version),
+                    changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)])]))))
+
+    async def diagnostics(self) -> dict[str, list]:
+        """The next diagnostics for every code cell (published together after each lint)."""
+        found: dict[str, list] = {}
+        while True:
+            params = await asyncio.wait_for(self.editor.published.get(), TIMEOUT)
+            if params.uri in self.cells:
+                found[params.uri] = list(params.diagnostics)
+            if len(found) == self.code_cells:
+                return found
+
+
+def test_a_notebook_is_linted_as_one_module_and_reported_per_cell(tmp_path):
+    editor = Editor(tmp_path)
+    cells = [
+        ("markdown", "# Training\nWith `%time` and a `!pip` line."),
+        ("code", "%pip install torch\nimport torch\nlosses = []\n"),
+        ("code", "for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+                 "    optimizer.step()\n    optimizer.zero_grad()\n    losses.append(loss)\n"),
+    ]
+
+    async def scenario():
+        lsp = editor.lsp
+        result = await editor.start(notebooks=True)
+        assert result.capabilities.notebook_document_sync is not None
+        notebook = Notebook(editor, "train.ipynb", cells)
+        notebook.code_cells = 2
+        found = await notebook.diagnostics()
+        assert found[notebook.cells[1]] == []
+        (diagnostic,) = found[notebook.cells[2]]
+        assert diagnostic.code == "TL101"
+        assert diagnostic.range.start == lsp.Position(5, 4)  # line 6 of the third cell, not of the module
+
+        actions = await editor.code_actions("train.ipynb#cell2", 5)
+        (ignore,) = [action for action in actions if "noqa" in action.title]
+        (document_edit,) = ignore.edit.document_changes
+        assert document_edit.text_document.uri == notebook.cells[2]
+        assert [edit.range.start.line for edit in document_edit.edits] == [5]
+
+        hover = await asyncio.wait_for(editor.client.text_document_hover_async(lsp.HoverParams(
+            lsp.TextDocumentIdentifier(notebook.cells[2]), lsp.Position(5, 10))), TIMEOUT)
+        assert hover.contents.value.startswith("# TL101 ")
+
+        notebook.change_cell(2, 2, apply_text_edits(cells[2][1], document_edit.edits))
+        found = await notebook.diagnostics()
+        assert found == {notebook.cells[1]: [], notebook.cells[2]: []}
+
+        editor.client.notebook_document_did_close(lsp.DidCloseNotebookDocumentParams(
+            notebook_document=lsp.NotebookDocumentIdentifier(notebook.uri),
+            cell_text_documents=[lsp.TextDocumentIdentifier(uri) for uri in notebook.cells]))
+        await editor.stop()
+
+    run(scenario)

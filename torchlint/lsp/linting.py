@@ -269,3 +269,71 @@ def from_units(line: str, units: int, encoding: str) -> int:
         else:
             counted += 2 if ord(char) > 0xFFFF else 1
     return len(line)
+
+
+# ---- notebooks --------------------------------------------------------------------------------
+# IPython syntax in code cells is not Python: line magics (`%time f()`), shell escapes (`!pip
+# install x`, `files = !ls`) and help (`?obj`, `obj?`, `obj??`) become `pass` at their
+# indentation, so the rest of the cell is linted and line numbers stay those of the cell. A cell
+# magic keeps its cell when the body is Python (`%%time`), else the whole cell is masked
+# (`%%bash`, `%%writefile`).
+_MAGIC_LINE = re.compile(r"^([ \t]*)(?:[%!?]|[\w.]+[ \t]*\?\??[ \t]*$|[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*[%!])")
+_PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3", "memit"})
+
+
+_SCAN = re.compile("'''" + '|"""|' + r"""'(?:[^'\\\n]|\\.)*'""" + "|" + r'"(?:[^"\\\n]|\\.)*"' + r"|[()\[\]{}#]")
+
+
+def mask_cell(lines: list[str]) -> list[str]:
+    """The cell's lines with IPython syntax masked. Only a line that starts a statement can be
+    IPython syntax: not one inside brackets, a triple-quoted string or after a backslash."""
+    first = next((line for line in lines if line.strip()), "")
+    if first.lstrip().startswith("%%"):
+        name = first.strip()[2:].split(maxsplit=1)[0] if first.strip()[2:] else ""
+        if name not in _PYTHON_CELL_MAGICS:
+            return ["" for _ in lines]
+    masked = []
+    depth = 0  # open brackets
+    triple = None  # the quotes that close the triple-quoted string we are in
+    continued = False  # the previous line ended with a backslash
+    for line in lines:
+        match = _MAGIC_LINE.match(line) if depth == 0 and triple is None and not continued else None
+        if match:
+            masked.append(match.group(1) + "pass")
+            continue
+        masked.append(line)
+        position = 0
+        if triple is not None:
+            end = line.find(triple)
+            if end < 0:
+                continue
+            position, triple = end + 3, None
+        while (token := _SCAN.search(line, position)) is not None:
+            position = token.end()
+            text = token.group()
+            if text == "#":
+                break
+            if text in ("'''", '"""'):
+                end = line.find(text, position)
+                if end < 0:
+                    triple = text
+                    break
+                position = end + 3
+            elif text in "([{":
+                depth += 1
+            elif text in ")]}":
+                depth = max(depth - 1, 0)
+        continued = triple is None and line.rstrip().endswith("\\")
+    return masked
+
+
+def notebook_source(cells: list[str]) -> tuple[str, list[int]]:
+    """One module from the texts of a notebook's code cells, in order, IPython syntax masked, and
+    the module line (0-based) each cell starts at: cell lines and module lines match one to one,
+    so ``# noqa`` works per cell line."""
+    lines: list[str] = []
+    starts = []
+    for text in cells:
+        starts.append(len(lines))
+        lines.extend(mask_cell(source_lines(text)))
+    return "\n".join(lines), starts
