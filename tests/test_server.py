@@ -19,6 +19,7 @@ import pytest
 from cli_support import run_torchlint
 from optional_deps import require
 
+from torchlint.config import ConfigError
 from torchlint.engine import lint_source, source_lines
 from torchlint.lsp.linting import (
     Configurations, Edit, from_units, lint_text, noqa_edit, rule_page, to_units, violation_span,
@@ -152,6 +153,17 @@ def test_lint_text_reads_the_configuration_as_the_cli(tmp_path):
     assert lint_text(SCORE, str(tmp_path / "score.py"), configurations) == []  # default words again
 
 
+def test_lint_text_with_a_config_file_for_every_path(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL1"]\n')  # not read
+    (tmp_path / "torchlint.toml").write_text('eval-function-words = ["score"]\n')
+    configurations = Configurations(str(tmp_path / "torchlint.toml"))
+    assert [v.code for v in lint_text(TRAIN + SCORE, str(tmp_path / "sub" / "a.py"), configurations)] == [
+        "TL101", "TL201"]
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        lint_text(TRAIN, str(tmp_path / "a.py"), Configurations(str(tmp_path / "missing.toml")))
+
+
 def test_rule_pages_are_the_checkouts_or_the_configured_ones():
     assert rule_page("TL101", "https://example.com/torchlint/rules/") == "https://example.com/torchlint/rules/TL101.md"
     assert rule_page("TL000", "https://example.com/rules") is None
@@ -220,7 +232,7 @@ class Editor:
         self.client.feature(lsp.WINDOW_SHOW_MESSAGE)(lambda params: self.messages.append(params.message))
         self.client.feature(lsp.WINDOW_LOG_MESSAGE)(lambda params: self.messages.append(params.message))
 
-    async def start(self, *args: str, notebooks: bool = False) -> object:
+    async def start(self, *args: str, notebooks: bool = False, options: dict | None = None) -> object:
         lsp = self.lsp
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         await self.client.start_io(sys.executable, "-m", "torchlint", "server", *args, cwd=str(self.root), env=env)
@@ -233,7 +245,8 @@ class Editor:
                 synchronization=lsp.NotebookDocumentSyncClientCapabilities()) if notebooks else None,
         )
         result = await asyncio.wait_for(self.client.initialize_async(lsp.InitializeParams(
-            capabilities=capabilities, process_id=os.getpid(), root_uri=self.root.as_uri())), TIMEOUT)
+            capabilities=capabilities, process_id=os.getpid(), root_uri=self.root.as_uri(),
+            initialization_options=options)), TIMEOUT)
         self.client.initialized(lsp.InitializedParams())
         return result
 
@@ -368,11 +381,12 @@ def test_the_server_reports_what_the_cli_reports_under_a_configuration(tmp_path)
     found = set()
 
     async def scenario():
-        await editor.start()
+        await editor.start(options={"rulesUrl": "https://example.com/torchlint/rules"})
         for name, text in files.items():
             editor.open(name, text)
             for diagnostic in await editor.diagnostics(name, 1):
                 found.add((name, diagnostic.range.start.line, diagnostic.code))
+                assert diagnostic.code_description.href == f"https://example.com/torchlint/rules/{diagnostic.code}.md"
         await editor.stop()
 
     run(scenario)
