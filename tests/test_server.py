@@ -232,9 +232,11 @@ class Editor:
         self.client.feature(lsp.WINDOW_SHOW_MESSAGE)(lambda params: self.messages.append(params.message))
         self.client.feature(lsp.WINDOW_LOG_MESSAGE)(lambda params: self.messages.append(params.message))
 
-    async def start(self, *args: str, notebooks: bool = False, options: dict | None = None) -> object:
+    async def start(self, *args: str, notebooks: bool = False, options: dict | None = None,
+                    site: Path | None = None) -> object:
         lsp = self.lsp
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        paths = [str(site) if site else None, str(REPO), os.environ.get("PYTHONPATH")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
         await self.client.start_io(sys.executable, "-m", "torchlint", "server", *args, cwd=str(self.root), env=env)
         capabilities = lsp.ClientCapabilities(
             workspace=lsp.WorkspaceClientCapabilities(workspace_edit=lsp.WorkspaceEditClientCapabilities(
@@ -543,6 +545,60 @@ def test_a_notebook_is_linted_as_one_module_and_reported_per_cell(tmp_path):
         editor.client.notebook_document_did_close(lsp.DidCloseNotebookDocumentParams(
             notebook_document=lsp.NotebookDocumentIdentifier(notebook.uri),
             cell_text_documents=[lsp.TextDocumentIdentifier(uri) for uri in notebook.cells]))
+        await editor.stop()
+
+    run(scenario)
+
+
+STAND_IN_FIX = """\
+# Planted by tests/test_server.py: a stand-in autofix for TL101 (`x.append(loss)` ->
+# `x.append(loss.detach())`), until rules carry fixes of their own.
+import torchlint.lsp.linting as linting
+
+
+def _fix_edits(violation):
+    if violation.code != "TL101" or violation.line != violation.end_line:
+        return None
+    end = violation.end_column - 2  # before the closing parenthesis, 0-based
+    return [linting.Edit(violation.line - 1, end, violation.line - 1, end, ".detach()")]
+
+
+linting._fix_edits = _fix_edits
+"""
+
+
+def test_fix_actions_apply_the_edits_of_a_finding_that_has_a_fix(tmp_path):
+    """The path autofix will take: a finding whose fix has edits gets "Fix ..." (preferred) and the
+    document "Fix all torchlint findings"; applying either leaves no finding behind."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STAND_IN_FIX)
+    text = TRAIN.replace("        losses.append(loss)\n", "        losses.append(loss)\n        history.append(loss)\n")
+    assert [code for _, code in codes(text)] == ["TL101", "TL101"]
+    editor = Editor(tmp_path)
+
+    async def scenario():
+        lsp = editor.lsp
+        await editor.start(site=site)
+        editor.open("train.py", text)
+        assert len(await editor.diagnostics("train.py", 1)) == 2
+        actions = await editor.code_actions("train.py", TRAIN_LINE)
+        (fix,) = [action for action in actions if action.title.startswith("Fix TL101")]
+        assert fix.is_preferred and fix.kind == lsp.CodeActionKind.QuickFix
+        (document_edit,) = fix.edit.document_changes
+        fixed_one = apply_text_edits(text, document_edit.edits)
+        assert "losses.append(loss.detach())" in fixed_one and "history.append(loss)\n" in fixed_one
+
+        (fix_all,) = [action for action in actions if action.kind == "source.fixAll.torchlint"]
+        (document_edit,) = fix_all.edit.document_changes
+        fixed = apply_text_edits(text, document_edit.edits)
+        assert "losses.append(loss.detach())" in fixed and "history.append(loss.detach())" in fixed
+        assert codes(fixed) == []
+        only = await asyncio.wait_for(editor.client.text_document_code_action_async(lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(editor.uri("train.py")),
+            range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)),
+            context=lsp.CodeActionContext(diagnostics=[], only=[lsp.CodeActionKind.SourceFixAll]))), TIMEOUT)
+        assert [action.title for action in only] == ["Fix all torchlint findings"]
         await editor.stop()
 
     run(scenario)

@@ -27,9 +27,10 @@ from pygls.uris import to_fs_path
 from torchlint import __version__
 from torchlint.config import ConfigError
 from torchlint.engine import source_lines
+from torchlint.lsp import linting
 from torchlint.lsp.linting import (
-    Configurations, Edit, _fix_edits, explanation, fix_all_edits, from_units, lint_text, noqa_edit,
-    notebook_source, rule_page, to_units, violation_span,
+    Configurations, Edit, explanation, fix_all_edits, from_units, lint_text, noqa_edit, notebook_source, rule_page,
+    to_units, violation_span,
 )
 from torchlint.violation import INVALID_FILE_CODE, Violation
 
@@ -313,7 +314,7 @@ class Session:
             if end_line < first or start_line > last:
                 continue
             diagnostic = self.diagnostic(violation, result, part)
-            edits = _fix_edits(violation)
+            edits = linting._fix_edits(violation)
             edit = self.workspace_edit(result, edits) if edits else None
             if edit is not None and _wanted(lsp.CodeActionKind.QuickFix, wanted):
                 actions.append(lsp.CodeAction(
