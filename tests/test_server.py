@@ -147,10 +147,14 @@ def test_lint_text_reads_the_configuration_as_the_cli(tmp_path):
     assert [v.code for v in lint_text(SCORE, str(tmp_path / "score.py"), configurations)] == ["TL201"]
     assert [v.code for v in lint_text(TRAIN, str(tmp_path / "train.py"), configurations)] == ["TL101"]
     assert lint_text(TRAIN, str(tmp_path / "ignored_train.py"), configurations) == []
-    # a change on disk is seen by the next lint, without restarting the server
+    # a change on disk is seen by the next lint, without restarting the server, wherever it is
     (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL1"]\n')
+    (tmp_path / "new").mkdir()
+    assert lint_text(TRAIN, str(tmp_path / "new" / "train.py"), configurations) == []
     assert lint_text(TRAIN, str(tmp_path / "train.py"), configurations) == []
     assert lint_text(SCORE, str(tmp_path / "score.py"), configurations) == []  # default words again
+    (tmp_path / "new" / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL101"]\n')  # a nearer one
+    assert [v.code for v in lint_text(TRAIN, str(tmp_path / "new" / "train.py"), configurations)] == ["TL101"]
 
 
 def test_lint_text_with_a_config_file_for_every_path(tmp_path):

@@ -49,16 +49,15 @@ class Configurations:
     def _reset(self) -> None:
         self._resolver: ConfigResolver | ConfigError | None = None
         self._selections: dict[int, object] = {}
-        self._stamps: dict[str, tuple] = {}
+        self._seen: dict[str, tuple | None] = {}  # each configuration file looked at: its stat
 
     def resolve(self, path: str):
         """(settings, selection) for ``path``; raises ConfigError for a configuration the CLI
         would refuse (with the CLI's message)."""
-        directory = os.path.dirname(os.path.abspath(path))
-        stamp = self._stamp(directory)
-        if self._stamps.get(directory, stamp) != stamp:
-            self._reset()
-        self._stamps[directory] = stamp
+        states = self._states(os.path.dirname(os.path.abspath(path)))
+        if any(self._seen.get(candidate, state) != state for candidate, state in states.items()):
+            self._reset()  # a file the resolver has read (or found missing) is not what it was
+        self._seen.update(states)
         if self._resolver is None:
             try:
                 self._resolver = ConfigResolver(self.config_file, warn=self._warn)
@@ -81,18 +80,21 @@ class Configurations:
             raise selection
         return settings, selection
 
-    def _stamp(self, directory: str) -> tuple:
+    def _states(self, directory: str) -> dict[str, tuple | None]:
+        """The configuration files the resolver reads for a file in ``directory`` (``--config``,
+        else every ``pyproject.toml`` above it), each with its stat, None where there is none."""
         candidates = [self.config_file] if self.config_file else [
             os.path.join(parent, "pyproject.toml") for parent in _parents(directory)
         ]
-        stamp = []
+        states: dict[str, tuple | None] = {}
         for candidate in candidates:
             try:
                 status = os.stat(candidate)
             except OSError:
+                states[candidate] = None
                 continue
-            stamp.append((candidate, status.st_mtime_ns, status.st_size, status.st_ino))
-        return tuple(stamp)
+            states[candidate] = (status.st_mtime_ns, status.st_ctime_ns, status.st_size, status.st_ino)
+        return states
 
 
 def _parents(directory: str):
