@@ -223,13 +223,19 @@ def explanation(code: str) -> str | None:
     return explain(rule) if rule is not None else None
 
 
+@lru_cache(maxsize=None)
 def rules_directory() -> Path | None:
     """The checkout's ``rules/`` directory (one generated page per rule), when torchlint runs from
     a checkout or an editable install; a wheel does not ship the pages."""
     directory = Path(__file__).resolve().parents[2] / "rules"
-    return directory if (directory / "README.md").is_file() else None
+    try:  # the generated index, not some other project's rules/ next to an installed package
+        with open(directory / "README.md", encoding="utf-8") as index:
+            return directory if index.readline().strip() == "# torchlint rules" else None
+    except OSError:
+        return None
 
 
+@lru_cache(maxsize=256)
 def rule_page(code: str, base_url: str | None) -> str | None:
     """The rule's page: ``base_url`` + ``CODE.md`` when the editor configured one (for example
     the rules/ folder of the repository on its forge), else the page in the checkout as a
