@@ -196,6 +196,15 @@ class Session:
         state.task = asyncio.ensure_future(self._lint_and_publish(unit, state))
 
     async def _lint_and_publish(self, unit: str, state: UnitState) -> None:
+        try:
+            await self._lint_until_current(unit, state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a server bug must not go unseen, nor stop the server
+            self.server.window_log_message(lsp.LogMessageParams(
+                lsp.MessageType.Error, f"torchlint: internal error while linting {unit}: {type(error).__name__}: {error}"))
+
+    async def _lint_until_current(self, unit: str, state: UnitState) -> None:
         while True:
             while state.burst and (wait := state.last_change + DEBOUNCE - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
