@@ -132,7 +132,8 @@ async def session(text: str, path: Path, args) -> dict:
     results: dict = {}
 
     sent = time.perf_counter()
-    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     results["open"] = await wait_for(1) - sent
     results["findings"] = counts[1]
 
@@ -184,6 +185,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20, help="runs of the engine alone")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds between initialized and didOpen")
     args = parser.parse_args()
+    try:
+        import pygls  # noqa: F401
+    except ModuleNotFoundError:
+        print("lsp_latency.py needs pygls: pip install -e '.[lsp]'", file=sys.stderr)
+        return 2
 
     with tempfile.TemporaryDirectory() as scratch:
         if args.file:
