@@ -205,6 +205,14 @@ def test_the_readme_editor_snippets_start_this_server():
     assert '("torchlint" "server")' in blocks["elisp"]
 
 
+def test_the_server_subcommand_is_listed_and_has_help():
+    assert "`torchlint server --help` for the language server" in " ".join(run_torchlint("--help", cwd=REPO).stdout.split())
+    result = run_torchlint("server", "--help", cwd=REPO)
+    assert result.returncode == 0 and "usage: torchlint server" in result.stdout
+    result = run_torchlint("server", "--no-such-option", cwd=REPO)
+    assert result.returncode == 2 and "unrecognized arguments" in result.stderr
+
+
 def test_server_without_pygls_says_how_to_install_it(tmp_path):
     (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['pygls'] = None\n")
     result = subprocess.run([sys.executable, "-m", "torchlint", "server"], cwd=tmp_path, capture_output=True,
