@@ -601,9 +601,12 @@ def _leave_deep() -> None:
 def _position(reports: list[Report], module, path: str) -> list[Violation]:
     if not reports:
         return []
-    # Positions for every node cost about two parses; only files with findings pay for them.
+    # Positions cost about a parse; only files with findings pay for them, and only the reported
+    # nodes' are computed (torchlint.positions).
+    from torchlint.positions import node_positions
+
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = _positions(wrapper)
+    positions = node_positions(wrapper, [report.node for report in reports])
     seen: set[tuple[int, int, str]] = set()
     violations = []
     for report in reports:
@@ -618,17 +621,6 @@ def _position(reports: list[Report], module, path: str) -> list[Violation]:
             end_line=span.end.line, end_column=span.end.column + 1, help=report.fix,
         ))
     return violations
-
-
-def _positions(wrapper) -> dict:
-    """PositionProvider's positions. ``wrapper.resolve`` also walks the whole tree once more for
-    batchable providers even when there are none, which costs as much as the positions
-    themselves (libcst 1.x, measured: 88 ms against 47 ms on a 1,000-line module); the
-    provider's own generation is used when it is there."""
-    try:
-        return cst.metadata.PositionProvider()._gen(wrapper)
-    except (AttributeError, TypeError):  # pragma: no cover - a libcst whose private method differs
-        return wrapper.resolve(cst.metadata.PositionProvider)
 
 
 # The parser's line breaks. str.splitlines() also splits on form feeds, vertical tabs, \x1c-\x1e,
