@@ -14,6 +14,7 @@ HOW_TO_INSTALL = {
     "torch": (f"the runtime verifier needs torch: pip install {TORCH_PIN} --index-url "
               "https://download.pytorch.org/whl/cpu (CPU only), then pip install -e '.[verify]'"),
     "matplotlib": "`torchlint verify --plot` needs matplotlib: pip install -e '.[plot]'",
+    "pygls": "`torchlint server` (the language server) needs pygls: pip install -e '.[lsp]'",
 }
 
 

@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchlint",
         description="Find PyTorch memory and autograd mistakes. "
-                    "`torchlint verify --help` for the runtime verifier.",
+                    "`torchlint verify --help` for the runtime verifier, "
+                    "`torchlint server --help` for the language server.",
     )
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="files or directories to lint (default: the current directory); "
@@ -110,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "verify":
             return _verify(argv[1:])
+        if argv and argv[0] == "server":  # language server (torchlint/lsp): imports pygls only there
+            from torchlint.lsp import main as server_main
+
+            return server_main(argv[1:])
         return _lint(argv)
     except SystemExit as exit_:  # argparse: --help, --version, usage errors
         return exit_.code if isinstance(exit_.code, int) else EXIT_ERROR

@@ -628,9 +628,12 @@ def _position(reports: list[Report], module, path: str, text: str | None = None)
     if not reports:
         return []
     source = None
-    # Positions for every node cost about two parses; only files with findings pay for them.
+    # Positions cost about a parse; only files with findings pay for them, and only the reported
+    # nodes' are computed (torchlint.positions).
+    from torchlint.positions import node_positions
+
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(cst.metadata.PositionProvider)
+    positions = node_positions(wrapper, [report.node for report in reports])
     seen: set[tuple[int, int, str]] = set()
     violations = []
     for report in reports:
