@@ -50,10 +50,10 @@ import torch
 
 
 def score_model(model, loader):
-    total = 0
+    scores = []
     for x, y in loader:
-        total += (model(x).argmax(1) == y).sum().item()
-    return total
+        scores.append(model(x).softmax(1))
+    return torch.cat(scores)
 """
 
 
@@ -348,7 +348,9 @@ def test_a_session_as_an_editor_runs_it(tmp_path):
         (document_edit,) = ignore.edit.document_changes
         assert document_edit.text_document.uri == editor.uri("train.py")
         assert document_edit.text_document.version == 1
-        assert await editor.code_actions("train.py", 0) == []  # no finding on line 0
+        # no finding on line 0: no quick fix there (the document's "Fix all" is offered anywhere)
+        assert [action for action in await editor.code_actions("train.py", 0)
+                if action.kind == lsp.CodeActionKind.QuickFix] == []
 
         # the editor applies the edit: the finding is gone in the next diagnostics
         edited = apply_text_edits(TRAIN, document_edit.edits)
@@ -562,8 +564,8 @@ def test_a_notebook_is_linted_as_one_module_and_reported_per_cell(tmp_path):
 
 
 STAND_IN_FIX = """\
-# Planted by tests/test_server.py: a stand-in autofix for TL101 (`x.append(loss)` ->
-# `x.append(loss.detach())`), until rules carry fixes of their own.
+# Planted by tests/test_server.py: a stand-in safe autofix for TL101 (`x.append(loss)` ->
+# `x.append(loss.detach())`); TL101's own fix is unsafe here (the loss reaches backward()).
 import torchlint.lsp.linting as linting
 
 
@@ -613,3 +615,23 @@ def test_fix_actions_apply_the_edits_of_a_finding_that_has_a_fix(tmp_path):
         await editor.stop()
 
     run(scenario)
+
+
+def test_safe_fixes_of_real_findings_become_lsp_edits(tmp_path):
+    from torchlint.lsp.linting import _fix_edits
+
+    text = ("import torch\n\n\ndef train(model, loader, optimizer):\n    for x, y in loader:\n"
+            "        loss = torch.nn.functional.mse_loss(model(x), y)\n        loss.backward()\n"
+            "        optimizer.step()\n")
+    (violation,) = [v for v in lint_text(text, str(tmp_path / "train.py"), Configurations()) if v.code == "TL501"]
+    assert violation.fix is not None and violation.fix.is_safe
+    edits = _fix_edits(violation)
+    assert edits and all(edit.start_line == fix_edit.line - 1 and edit.new_text == fix_edit.content
+                         for edit, fix_edit in zip(edits, violation.fix.edits))
+    from types import SimpleNamespace as NS
+
+    fixed = apply_text_edits(text, [NS(range=NS(start=NS(line=e.start_line, character=e.start_character),
+                                                end=NS(line=e.end_line, character=e.end_character)),
+                                       new_text=e.new_text) for e in edits])
+    assert "zero_grad()" in fixed and not [v for v in lint_text(fixed, str(tmp_path / "train.py"), Configurations())
+                                          if v.code == "TL501"]

@@ -122,7 +122,8 @@ def lint_text(text: str, path: str, configurations: Configurations) -> list[Viol
     if size > DEFAULT_MAX_FILE_SIZE:
         violations = [too_large(path, size, DEFAULT_MAX_FILE_SIZE)]
     else:
-        violations = lint_source(text, path, selection.rules, settings.options)
+        # Python text: a notebook arrives here as its code cells joined (notebook sync)
+        violations = lint_source(text, path, selection.rules, settings.options, notebook=False)
     return [violation for violation in violations if violation.code not in ignored]
 
 
@@ -183,14 +184,14 @@ def noqa_edit(text: str, line: int, code: str) -> Edit | None:
 
 
 def _fix_edits(violation: Violation) -> list[Edit] | None:
-    """The edits of ``violation``'s autofix, or None when it has none.
-
-    Adapter for the autofix work on another branch (violations gain an optional fix with edits
-    and an applicability): connect it here, converting each of the fix's edits to an ``Edit``
-    (0-based lines, code-point characters; Violation positions are 1-based) and returning None for
-    fixes that are not safe to apply without review. Until then no violation has a fix.
-    """
-    return None
+    """The edits of ``violation``'s safe autofix as LSP edits (0-based lines, code-point
+    characters; torchlint's are 1-based), or None: no fix, or one that is not safe to apply
+    without review (``--unsafe-fixes`` territory)."""
+    fix = violation.fix
+    if fix is None or not fix.edits or not fix.is_safe:
+        return None
+    return [Edit(edit.line - 1, edit.column - 1, edit.end_line - 1, edit.end_column - 1, edit.content)
+            for edit in fix.edits]
 
 
 def fix_all_edits(violations: list[Violation]) -> list[Edit]:
