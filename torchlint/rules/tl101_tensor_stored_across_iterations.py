@@ -8,6 +8,7 @@ from torchlint.rule import Rule
 # method -> index of the stored argument
 STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
 CONTAINER_FACTORIES = frozenset({"dict", "list", "defaultdict", "OrderedDict", "deque"})
+TENSOR_BUFFER_FACTORIES = frozenset({"torch.zeros", "torch.empty", "torch.ones", "torch.full", "torch.tensor"})
 
 
 class TensorStoredAcrossIterations(Rule):
@@ -89,6 +90,14 @@ class Forecaster(LightningModule):
         self.training_step_outputs.append(log)  # expect: TL101
         return log
 """,
+        """\
+losses = torch.zeros(steps)
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses[i % steps] = loss  # expect: TL101
+""",
     ]
     VALID = [
         """\
@@ -124,6 +133,23 @@ for i, batch in enumerate(loader):
     output["loss"] = output["loss"].detach()
     outputs.append(output)
 """,
+        """\
+losses = torch.zeros(steps)
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses[i % steps] = loss.detach()
+""",
+        """\
+def forward(self, x):
+    out = torch.zeros(x.size(0), self.steps, self.hidden)
+    h = x
+    for t in range(self.steps):
+        h = self.cell(h)
+        out[:, t] = h
+    return out
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
@@ -155,9 +181,26 @@ for i, batch in enumerate(loader):
         if type(target) is not cst.Subscript:
             return
         key = storage_key(target)
-        if key is None or not self._is_python_container(key, ctx):
+        if key is None:
+            return
+        if not self._is_python_container(key, ctx) and not self._is_metrics_buffer(key, ctx):
             return
         self._check(node, target.value, node.value, ctx)
+
+    def _is_metrics_buffer(self, key: str, ctx: Context) -> bool:
+        """``losses = torch.zeros(n)`` before a loop that backpropagates on every iteration, then
+        ``losses[i] = loss``: the write records the step's graph in the buffer's history
+        (``CopySlices``), so the buffer keeps every step's graph. A tensor filled inside a
+        forward pass (``out[:, t] = h``) is not this: no backward runs between the writes."""
+        analysis = self.analysis
+        binding = analysis.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+            return False
+        if (analysis.qualified_name(binding.value.func) or "") not in TENSOR_BUFFER_FACTORIES:
+            return False
+        loop = ctx.loop
+        return (loop is not None and loop.implicit is None and not loop.contains(binding.ctx.order)
+                and analysis.loop_always_backpropagates(loop))
 
     def _is_python_container(self, key: str, ctx: Context) -> bool:
         binding = self.analysis.lookup(key, ctx)

@@ -72,6 +72,17 @@ class MissingZeroGrad(Rule):
 
     INVALID = [
         """\
+optimizerD = torch.optim.Adam(netD.parameters())
+optimizerG = torch.optim.Adam(netG.parameters())
+for real in loader:
+    errD = criterion(netD(real), ones) + criterion(netD(netG(z).detach()), zeros)
+    errD.backward()
+    optimizerD.step()  # expect: TL501
+    netG.zero_grad()
+    criterion(netD(netG(z)), ones).backward()
+    optimizerG.step()
+""",
+        """\
 optimizer.zero_grad()
 for x, y in loader:
     loss = criterion(model(x), y)
@@ -102,6 +113,13 @@ class Trainer:
 """,
     ]
     VALID = [
+        """\
+optimizer = torch.optim.SGD(model.module.parameters(), lr=0.1)
+for x, y in loader:
+    model.zero_grad()
+    criterion(model(x), y).backward()
+    optimizer.step()
+""",
         """\
 for x, y in loader:
     optimizer.zero_grad()
@@ -218,6 +236,44 @@ for step in range(num_steps):
             return True  # p.grad = None, zero_grads(model), set_to_none=...: assume it covers
         analysis = self.analysis
         if not analysis.is_optimizer(receiver, receiver_ctx):
-            return True  # model.zero_grad(): which parameters it covers is unknown
+            # model.zero_grad(): it covers the optimizer unless that one plainly belongs to
+            # another model (netG.zero_grad() does not clear what optimizerD steps)
+            owner = self._optimizer_owner(optimizer, ctx)
+            cleared = dotted_name(receiver)
+            return owner is None or cleared is None or _within(owner, cleared) or _within(cleared, owner)
         return not analysis.distinct_optimizers(receiver, receiver_ctx, optimizer, ctx)
 
+    def _optimizer_owner(self, optimizer, ctx: Context) -> str | None:
+        """The model whose parameters the optimizer updates, when the code says so: built from
+        ``netD.parameters()`` (``optimizerD = Adam(netD.parameters())``), or kept as that model's
+        attribute (``self.discriminator.optimizer``)."""
+        key = dotted_name(optimizer)
+        if key is None:
+            return None
+        analysis = self.analysis
+        bindings = [analysis.lookup(key, ctx)]
+        if key.startswith("self.") and ctx.scope.class_scope is not None:
+            bindings += ctx.scope.class_scope.bindings.get(key, ())
+        owners = set()
+        for binding in bindings:
+            if binding is None or binding.kind != "assign" or type(binding.value) is not cst.Call:
+                continue
+            for arg in binding.value.args[:1]:
+                value = arg.value
+                if (type(value) is cst.Call and type(value.func) is cst.Attribute
+                        and value.func.attr.value in ("parameters", "named_parameters")):
+                    owners.add(dotted_name(value.func.value))
+        if len(owners) == 1 and None not in owners:
+            return owners.pop()
+        if "." in key and key.rpartition(".")[2] in OPTIMIZER_ATTRIBUTES:
+            owner = key.rpartition(".")[0]
+            return owner if owner != "self" else None
+        return None
+
+
+OPTIMIZER_ATTRIBUTES = frozenset({"optimizer", "optim", "opt", "optimiser"})
+
+
+def _within(inner: str, outer: str) -> bool:
+    """``model.encoder`` is within ``model``; ``netG`` is not within ``netD``."""
+    return inner == outer or inner.startswith(outer + ".")
