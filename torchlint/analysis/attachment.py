@@ -18,6 +18,10 @@ LOSS_BOOKKEEPING_WORDS = frozenset({
 })
 
 
+# Expressions that compute a tensor: a literal or a name bound before is not what backward() took.
+BACKPROPAGATED_VALUE_TYPES = ("Call", "UnaryOperation", "BinaryOperation", "Subscript", "Attribute")
+
+
 class AttachmentQueries:
     def returned_expressions(self, scope: Scope) -> list:
         """Values of the scope's return / yield statements and yield expressions."""
@@ -216,7 +220,9 @@ class AttachmentQueries:
                         self._backpropagated(binding))
             if self._attached(value, ctx):
                 return True
-            return type(value) is cst.Call and self._backpropagated(binding)
+            # backward() is called on this name: the value is attached, whatever computed it
+            # (``loss = -F.logsigmoid(r).mean()`` of rewards from a call torchlint cannot read)
+            return type(value).__name__ in BACKPROPAGATED_VALUE_TYPES and self._backpropagated(binding)
         if kind == "augassign":
             if self._attached(binding.value.value, ctx):
                 return True
