@@ -277,11 +277,12 @@ for x, y in loader:
         scope = ctx.scope
         if ctx.order < analysis.last_backward_order(scope) and origin.key in analysis.backpropagated_keys(scope):
             return True
-        return (
-            scope.kind == "function" and scope.name in GRAPH_RETURNING_METHODS
-            and scope.parent is not None and scope.parent.kind == "class"
-            and origin.key in analysis.returned_keys(scope)
-        )
+        if not (scope.kind == "function" and scope.parent is not None and scope.parent.kind == "class"
+                and origin.key in analysis.returned_keys(scope)):
+            return False
+        # forward() / training_step(), or any method of a module (a Lightning module's
+        # `descent_loss(...)`): what a model's method returns goes on into its loss
+        return scope.name in GRAPH_RETURNING_METHODS or analysis.is_module_class(scope.parent.node.name)
 
 
 def _in_place_flag(call) -> bool:
