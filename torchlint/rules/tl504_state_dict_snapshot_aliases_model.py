@@ -1,0 +1,207 @@
+from __future__ import annotations
+
+from torchlint.analysis import Context, dotted_name, mentioned_keys, strip_pass_through
+from torchlint.lazy import cst
+from torchlint.rule import Rule
+
+
+class StateDictSnapshotAliasesModel(Rule):
+    """
+    ## What it does
+    Finds `best = model.state_dict()` (or `optimizer.state_dict()`, `self.best_state = ...`,
+    a `.copy()` or `dict(...)` of one, a dict literal holding one) kept as a snapshot while the
+    weights go on changing: training (an optimizer step, `backward()`, a call such as
+    `train(model, ...)`, or `load_state_dict` of other weights) can run between the snapshot
+    and a later use of it, such as `model.load_state_dict(best)` after the epoch loop.
+
+    ## Why is this bad?
+    `state_dict()` returns the module's own parameter and buffer tensors (detached, but the
+    same storage), and an optimizer's state dict holds its live state tensors. Training
+    updates them in place, so the "snapshot" follows the live weights: the best epoch's
+    weights are lost and `load_state_dict(best)` restores the current ones. Nothing raises.
+    Measured on a 2-layer MLP: after the snapshot, later optimizer steps changed the
+    "snapshot" by as much as they changed the model, while a `copy.deepcopy` snapshot stayed
+    bit-for-bit as taken.
+
+    ## Known problems
+    Not reported: `copy.deepcopy(model.state_dict())`, `{k: v.clone() ...}`,
+    `{k: v.detach().cpu().clone() ...}` and `{k: v.cpu() ...}` snapshots (on a GPU `.cpu()`
+    copies; on a CPU-only run it does not), a state dict saved or returned before any more
+    training (`torch.save(model.state_dict(), path)`, `sd = model.state_dict(); torch.save(sd,
+    path)`), and one taken after training ends. For `self.x = model.state_dict()` read in
+    another method of the class, only a restore there (`load_state_dict(self.x)`) is
+    reported, since training between the calls is out of sight. A snapshot stored into a
+    container (`history[epoch] = model.state_dict()`) is not followed.
+    """
+
+    CODE = "TL504"
+    NAME = "state-dict-snapshot-aliases-model"
+    MESSAGE = (
+        "`{target}` keeps `{call}`'s live tensors, not a copy: the training that follows changes "
+        "this snapshot too, so restoring it restores the current weights"
+    )
+    FIX = "snapshot a copy: `copy.deepcopy({call})` or `{{k: v.detach().clone() for k, v in {call}.items()}}`"
+    TOKENS = ("state_dict",)
+    CLAIM = (
+        "a state_dict() snapshot changes with every later optimizer step; a deepcopy snapshot stays "
+        "exactly as taken"
+    )
+
+    INVALID = [
+        """\
+best_loss = float("inf")
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    val_loss = evaluate(model, val_loader)
+    if val_loss < best_loss:
+        best_loss = val_loss
+        best_state = model.state_dict()  # expect: TL504
+model.load_state_dict(best_state)
+""",
+        """\
+def fine_tune(model, optimizer, loader):
+    initial = model.state_dict()  # expect: TL504
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    drift = sum((model.state_dict()[k] - initial[k]).norm() for k in initial)
+    return drift
+""",
+        """\
+class EarlyStopping:
+    def step(self, model, score):
+        if score > self.best_score:
+            self.best_score = score
+            self.best_weights = model.state_dict()  # expect: TL504
+
+    def restore(self, model):
+        model.load_state_dict(self.best_weights)
+""",
+    ]
+    VALID = [
+        """\
+best_loss = float("inf")
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    val_loss = evaluate(model, val_loader)
+    if val_loss < best_loss:
+        best_loss = val_loss
+        best_state = copy.deepcopy(model.state_dict())
+model.load_state_dict(best_state)
+""",
+        """\
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    val_loss = evaluate(model, val_loader)
+    if val_loss < best_loss:
+        best_loss = val_loss
+        best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        torch.save(model.state_dict(), "best.pt")
+model.load_state_dict(best_state)
+""",
+        """\
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
+    torch.save(checkpoint, f"checkpoint_{epoch}.pt")
+""",
+        """\
+def fit(model, optimizer, loader, epochs):
+    for epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+    final_state = model.state_dict()
+    torch.save(final_state, "final.pt")
+    return final_state
+""",
+        """\
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    last_state = model.state_dict()
+torch.save(last_state, "last.pt")
+""",
+    ]
+
+    def visit_Assign(self, node, ctx: Context) -> None:
+        if len(node.targets) == 1:
+            self._check(node, node.targets[0].target, node.value, ctx)
+
+    def visit_AnnAssign(self, node, ctx: Context) -> None:
+        if node.value is not None:
+            self._check(node, node.target, node.value, ctx)
+
+    def _check(self, node, target, value, ctx: Context) -> None:
+        key = dotted_name(target)
+        if key is None:
+            return  # tuple targets, containers (history[epoch] = ...): not followed
+        call = self.analysis.aliasing_state_dict(value, ctx)
+        if call is None:
+            return
+        owner = dotted_name(strip_pass_through(call.func.value))
+        if self._used_after_training(key, owner, node, ctx) or self._restored_elsewhere(key, ctx):
+            self.report(node, self.MESSAGE.format(target=self.code(target, 40), call=self.code(call, 50)),
+                        self.FIX.format(call=self.code(call, 50)))
+
+    def _used_after_training(self, key: str, owner: str | None, node, ctx: Context) -> bool:
+        """Is the snapshot read somewhere in the function after the weights may have changed
+        since it was taken?"""
+        analysis = self.analysis
+        statements = [(stmt, stmt_ctx) for stmt, stmt_ctx in ctx.scope.statements if stmt_ctx.scope is ctx.scope]
+        for use, use_ctx in statements:
+            if use is node or not self._reads(use, key):
+                continue
+            latest = analysis.lookup(key, use_ctx)
+            if latest is not None and latest.ctx.scope is ctx.scope and latest.order > ctx.order:
+                continue  # rebound after the snapshot (a fresh state dict before saving it)
+            window = self._window(ctx, use_ctx)
+            if window is None:
+                continue
+            if any(window(stmt_ctx.order) and analysis.changes_weights(stmt, stmt_ctx, keep=key, owner=owner)
+                   for stmt, stmt_ctx in statements if stmt is not use):
+                return True
+        return False
+
+    def _window(self, ctx: Context, use_ctx: Context):
+        """A test on statement orders: can that statement run after the snapshot's last
+        assignment and before the use? None when the use cannot see the snapshot."""
+        start, end = ctx.order, use_ctx.order
+        if end > start:
+            exited = [loop for loop in ctx.loops if not loop.contains(end)]
+            if exited and (ctx.guard is not None or ctx.loop is not exited[0]):
+                start = exited[0].start  # a conditional snapshot may be older than the last pass
+            return lambda order: start < order < end and order != ctx.order
+        shared = [loop for loop in ctx.loops if loop.contains(end)]
+        if not shared:
+            return None
+        loop = shared[-1]
+        # the next iteration: from the snapshot to the end of the body, then from its start
+        return lambda order: (start < order <= loop.end) or (loop.start < order < end)
+
+    def _reads(self, stmt, key: str) -> bool:
+        kind = type(stmt)
+        if kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+            expressions = [stmt.value] if stmt.value is not None else []
+        else:
+            expressions = self.analysis.own_expressions(stmt)
+        return any(key in mentioned_keys(expr) for expr in expressions if expr is not None)
+
+    def _restored_elsewhere(self, key: str, ctx: Context) -> bool:
+        """``self.best = model.state_dict()`` and ``model.load_state_dict(self.best)`` in another
+        method of the class: the training between the two calls is out of sight."""
+        class_scope = ctx.scope.class_scope
+        if not key.startswith("self.") or class_scope is None:
+            return False
+        analysis = self.analysis
+        for scope in analysis.scopes.values():
+            if scope.class_scope is not class_scope or scope is ctx.scope or scope.kind != "function":
+                continue
+            for stmt, stmt_ctx in scope.statements:
+                for call in analysis.calls_in(stmt):
+                    if (type(call.func) is cst.Attribute
+                            and call.func.attr.value == "load_state_dict" and call.args
+                            and key in mentioned_keys(call.args[0].value)):
+                        return True
+        return False
