@@ -119,12 +119,13 @@ print(x.grad)
         if key.startswith("self.") and class_scope is not None:
             scopes = [scope for scope in analysis.scopes.values() if scope.class_scope is class_scope]
         needs = False
+        aliases = {key} | self._loop_aliases(key, scopes)
         for scope in scopes:
             for stmt, _ in scope.statements:
                 for expr in analysis.own_expressions(stmt):
                     for item in iter_expression_nodes(expr):
                         kind = type(item)
-                        if kind is cst.Attribute and item.attr.value == "grad" and dotted_name(item.value) == key:
+                        if kind is cst.Attribute and item.attr.value == "grad" and dotted_name(item.value) in aliases:
                             needs = True
                         elif kind is cst.Call and type(item.func) is cst.Attribute and item.func.attr.value == "retain_grad" \
                                 and dotted_name(item.func.value) == key:
@@ -133,3 +134,13 @@ print(x.grad)
                                 key in mentioned_keys(arg.value) for arg in item.args):
                             needs = True
         return needs
+
+    def _loop_aliases(self, key: str, scopes) -> set[str]:
+        """Loop variables that take the tensor in turn: ``p`` in ``for p in (w, b):``."""
+        found = set()
+        for scope in scopes:
+            for binding in (binding for bindings in scope.bindings.values() for binding in bindings):
+                if binding.kind == "for" and type(binding.value) in (cst.Tuple, cst.List) and any(
+                        dotted_name(element.value) == key for element in binding.value.elements):
+                    found.add(binding.key)
+        return found

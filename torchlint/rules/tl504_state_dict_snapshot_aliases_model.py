@@ -38,7 +38,7 @@ class StateDictSnapshotAliasesModel(Rule):
     NAME = "state-dict-snapshot-aliases-model"
     MESSAGE = (
         "`{target}` keeps `{call}`'s live tensors, not a copy: the training that follows changes "
-        "this snapshot too, so restoring it restores the current weights"
+        "this snapshot too, so restoring it later restores nothing"
     )
     FIX = "snapshot a copy: `copy.deepcopy({call})` or `{{k: v.detach().clone() for k, v in {call}.items()}}`"
     TOKENS = ("state_dict",)
