@@ -382,7 +382,12 @@ class ScalerQueries:
         if name not in GRADIENT_CLIPPING:
             return False
         qualified = self.qualified_name(call.func)
-        return qualified is not None and qualified.startswith("torch.nn.utils")
+        if qualified is None or not qualified.startswith("torch.nn.utils"):
+            return False
+        # clip_grad_norm_(params, float("inf")) measures the norm and clips nothing
+        arguments = call_arguments(call)
+        limit = keyword_argument(call, "max_norm") or (arguments[1] if len(arguments) > 1 else None)
+        return limit is None or "inf" not in self.code(limit, 40).lower()
 
     def scaler_disabled(self, scaler, ctx: Context) -> bool:
         """Is the scaler bound to ``GradScaler(..., enabled=False)`` (a literal), or to None?"""
@@ -435,6 +440,8 @@ class ScalerQueries:
         if type(func) is not cst.Attribute or func.attr.value != "state_dict":
             return None
         owner = strip_pass_through(func.value)
+        if type(owner) is cst.Attribute and owner.attr.value == "module":
+            owner = owner.value  # model.module: the module DataParallel / DDP wraps
         return value if self.is_module(owner, ctx) or self.is_optimizer(owner, ctx) else None
 
     def _aliasing_comprehension(self, comp, ctx: Context):

@@ -32,7 +32,8 @@ class GradScalerProtocol(Rule):
     not when the scaled `backward()` sits on the other arm of an `if` with the same test
     (`if scaler is not None:` / `else: loss.backward()`) or the scaler is `None` or
     `GradScaler(enabled=False)`. Framework methods that unscale themselves
-    (`accelerator.clip_grad_norm_`) are not clipping here. A `scaler.update()` anywhere in
+    (`accelerator.clip_grad_norm_`) are not clipping here, nor is
+    `clip_grad_norm_(params, float("inf"))`, which only measures the norm. A `scaler.update()` anywhere in
     the file for a scaler of the same name counts, even in another function.
     """
 

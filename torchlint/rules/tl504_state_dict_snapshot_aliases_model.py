@@ -177,6 +177,9 @@ torch.save(last_state, "last.pt")
         if not shared:
             return None
         loop = shared[-1]
+        if ctx.guard is not None or ctx.loop is not loop:
+            # a conditional snapshot can be skipped for whole iterations: any of the loop's work
+            return lambda order: loop.start < order <= loop.end and order != start
         # the next iteration: from the snapshot to the end of the body, then from its start
         return lambda order: (start < order <= loop.end) or (loop.start < order < end)
 
