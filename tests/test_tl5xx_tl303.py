@@ -166,8 +166,6 @@ def step(self, loss):
     # the unscaled branch of a step that works with or without AMP
     "if scaler is not None:\n    scaler.scale(loss).backward()\nelse:\n    loss.backward()\n"
     "if scaler is not None:\n    scaler.step(optimizer)\n    scaler.update()\nelse:\n    optimizer.step()\n",
-    # unscale_ then a plain step: the gradients are right
-    "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)\noptimizer.step()\nscaler.update()\n",
     # a framework's own clipping unscales first
     "scaler.scale(loss).backward()\naccelerator.clip_grad_norm_(model.parameters(), 1.0)\n"
     "scaler.step(optimizer)\nscaler.update()\n",
@@ -179,6 +177,27 @@ def step(self, loss):
 ])
 def test_tl503_quiet_on_correct_code(source):
     assert _findings(source, "TL503") == set()
+
+
+def test_plain_step_after_unscale_is_reported_for_the_lost_overflow_check():
+    source = "scaler.scale(loss).backward()\nscaler.unscale_(optimizer)\noptimizer.step()\nscaler.update()\n"
+    (message,) = _messages(source, "TL503")
+    assert message.startswith("`optimizer.step()` after `scaler.unscale_()`") and "inf/NaN" in message
+
+
+def test_update_in_a_helper_counts_only_if_the_helper_updates():
+    source = """\
+def finish(scaler):
+    scaler.{method}()
+
+def train(model, optimizer, scaler, loader):
+    for x, y in loader:
+        scaler.scale(model(x).sum()).backward()
+        scaler.step(optimizer)
+        finish(scaler)
+"""
+    assert _findings(source.format(method="update"), "TL503") == set()
+    assert _findings(source.format(method="get_scale"), "TL503") == {7}
 
 
 def test_clipping_helper_is_quiet_when_its_caller_unscales():

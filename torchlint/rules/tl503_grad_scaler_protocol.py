@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, dotted_name, last_part
+from torchlint.analysis import Context, call_name, dotted_name, last_part
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -11,7 +11,7 @@ class GradScalerProtocol(Rule):
     Finds mixed-precision training code that breaks `GradScaler`'s protocol after
     `scaler.scale(loss).backward()`: gradients clipped (`clip_grad_norm_`, `clip_grad_value_`)
     before `scaler.unscale_(optimizer)`, `optimizer.step()` called instead of
-    `scaler.step(optimizer)`, or `scaler.step(optimizer)` with no `scaler.update()`.
+    `scaler.step(optimizer)` (also after `unscale_`), or `scaler.step(optimizer)` with no `scaler.update()`.
 
     ## Why is this bad?
     `scaler.scale(loss)` multiplies the loss, and so every gradient, by the loss scale
@@ -19,7 +19,10 @@ class GradScalerProtocol(Rule):
     the clip shrinks every update by about the scale factor: measured on a 2-layer MLP
     (SGD, `max_norm=1.0`), one step moved the weights 65536 times less than the documented
     order. `optimizer.step()` applies the scaled gradients as they are: the first update is
-    65536 times too large, and nothing checks them for `inf`. Without `scaler.update()`, the
+    65536 times too large. Even after `scaler.unscale_(optimizer)`, a plain `optimizer.step()`
+    applies the gradients of a step that overflowed, which `scaler.step()` would have skipped:
+    measured with float16 autocast on CPU, the weights were NaN after the first step (with
+    `scaler.step()` they stayed finite while the scale backed off). Without `scaler.update()`, the
     second `scaler.step()` raises "step() has already been called since the last update()",
     and the scale never backs off after an overflow.
 
@@ -48,6 +51,10 @@ class GradScalerProtocol(Rule):
         "`{step}` applies the gradients of `{scaler}.scale(...).backward()` still multiplied by the "
         "loss scale (65536 at first) and unchecked for inf"
     )
+    UNSCALED_STEP_MESSAGE = (
+        "`{step}` after `{scaler}.unscale_()` applies the gradients even when they overflowed: "
+        "`{scaler}.step()` would skip that step, this one writes inf/NaN into the weights"
+    )
     STEP_FIX = "call `{scaler}.step({optimizer})` and then `{scaler}.update()` instead of `{step}`"
     UPDATE_MESSAGE = (
         "`{step}` is never followed by `{scaler}.update()`: the next `{scaler}.step()` raises and the "
@@ -57,7 +64,8 @@ class GradScalerProtocol(Rule):
     TOKENS = ("scale",)
     CLAIM = (
         "clipping before unscale_ shrinks the update by the loss scale; optimizer.step() after a scaled "
-        "backward makes it the loss scale times larger; without update() the second step raises"
+        "backward makes it the loss scale times larger, and after unscale_ writes overflowed gradients "
+        "into the weights; without update() the second step raises"
     )
 
     INVALID = [
@@ -272,11 +280,12 @@ else:
         key = dotted_name(optimizer)
         if key is None or self._scaler_steps(ctx.scope, key):
             return  # `scaler.step(optimizer)` elsewhere in the function: this is the unscaled branch
-        if self._unscales_between(ctx.scope, backward_ctx.order, ctx.order):
-            return  # unscale_() then step(): the gradients are right (only the inf check is lost)
         name = self.code(scaler, 40)
         step = self.code(call, 50)
-        self.report(node, self.STEP_MESSAGE.format(step=step, scaler=name),
+        message = self.STEP_MESSAGE
+        if self._unscales_between(ctx.scope, backward_ctx.order, ctx.order):
+            message = self.UNSCALED_STEP_MESSAGE  # the size is right, the overflow check is gone
+        self.report(node, message.format(step=step, scaler=name),
                     self.STEP_FIX.format(scaler=name, optimizer=self.code(optimizer, 40), step=step))
 
     def _scaler_steps(self, scope, optimizer_key: str) -> bool:
@@ -306,10 +315,14 @@ else:
         self.report(node, self.UPDATE_MESSAGE.format(step=step, scaler=name), self.UPDATE_FIX.format(scaler=name, step=step))
 
     def _scaler_escapes(self, key: str, ctx: Context) -> bool:
-        """Is the scaler passed as an argument to a call in the function (not its own methods)?"""
+        """Is the scaler passed to a function that may update it: one of another file, or one of
+        this file that calls some ``.update()``?"""
         analysis = self.analysis
-        for stmt, _ in ctx.scope.statements:
+        for stmt, stmt_ctx in ctx.scope.statements:
             for call in analysis.calls_in(stmt):
-                if any(dotted_name(arg.value) == key for arg in call.args):
+                if not any(dotted_name(arg.value) == key for arg in call.args):
+                    continue
+                callee = analysis.called_function(call, stmt_ctx)
+                if callee is None or analysis.reaches_call(callee, "update", lambda inner, _: call_name(inner) == "update"):
                     return True
         return False

@@ -154,8 +154,9 @@ torch.save(last_state, "last.pt")
             if use is node or not self._reads(use, key):
                 continue
             latest = analysis.lookup(key, use_ctx)
-            if latest is not None and latest.ctx.scope is ctx.scope and latest.order > ctx.order:
-                continue  # rebound after the snapshot (a fresh state dict before saving it)
+            if (latest is not None and latest.ctx.scope is ctx.scope and latest.order > ctx.order
+                    and latest.ctx.guard is None and all(loop.contains(use_ctx.order) for loop in latest.ctx.loops)):
+                continue  # surely rebound after the snapshot (a fresh state dict before saving it)
             window = self._window(ctx, use_ctx)
             if window is None:
                 continue

@@ -20,7 +20,7 @@ Panel kinds (the ``metric`` of a panel):
 - ``param_delta``: how far the parameters moved, per step when recorded per step, else per run.
 - ``applied_vs_sum`` / ``applied_vs_last``: at each accumulated step, how far the applied gradient
   is from the sum of the window's micro-batch gradients, and from the last micro-batch's alone.
-- ``first_update``, ``snapshot_drift``, ``reset_error``, ``grad_is_none``: figures recorded per
+- ``first_update``, ``snapshot_drift``, ``reset_error``, ``grad_is_none``, ``finite_params``: figures recorded per
   step or per run, drawn the same way as ``param_delta``.
 - ``outcome``: whether each ``run(n)`` completed or raised, the exception, and the step it
   happened at.
@@ -281,6 +281,11 @@ def reset_error(record: dict[str, Any]) -> Panel:
                          "‖θ − θ₀‖ (L2, 0 = reset)")
 
 
+def finite_params(record: dict[str, Any]) -> Panel:
+    return _figure_panel(record, "finite_params", "are all weights finite after each step?",
+                         "1 = finite, 0 = inf/NaN")
+
+
 def grad_is_none(record: dict[str, Any]) -> Panel:
     return _figure_panel(record, "grad_is_none", "is the tensor's .grad None after backward()?",
                          "1 = None, 0 = a gradient")
@@ -341,5 +346,6 @@ _BUILDERS = {
     "snapshot_drift": snapshot_drift,
     "reset_error": reset_error,
     "grad_is_none": grad_is_none,
+    "finite_params": finite_params,
 }
 PANEL_KINDS = frozenset(_BUILDERS)

@@ -36,6 +36,21 @@ def _step_applies_scaled_gradients(bad: Measured, good: Measured) -> Outcome:
     return _ratio(bad, good, "first_update", bad_smaller=False)
 
 
+def _overflow_reaches_weights(bad: Measured, good: Measured) -> Outcome:
+    bad.expect_clean()
+    good.expect_clean()
+    bad_values, good_values = bad.figure_values("finite_params"), good.figure_values("finite_params")
+    if not bad_values or not good_values:
+        return Outcome(False, "no figures", "no figures", "fixtures must record finite_params every step")
+    holds = max(bad_values) == 0 and min(good_values) == 1
+    return Outcome(
+        holds, f"weights non-finite after {len(bad_values) - sum(bad_values):.0f}/{len(bad_values)} steps",
+        f"weights finite after {sum(good_values):.0f}/{len(good_values)} steps",
+        "bad: inf/NaN in the weights from the first step on, at every step count; good: finite after every "
+        "step (the overflowed steps are skipped)",
+    )
+
+
 CLAIMS = [
     Claim(
         code="TL503",
@@ -54,6 +69,15 @@ CLAIMS = [
         good=Program("TL503/good_scaler_step.py"),
         check=_step_applies_scaled_gradients,
         chart=("first_update",),
+    ),
+    Claim(
+        code="TL503",
+        claim="optimizer.step() after unscale_() writes the overflowed float16 gradients into the weights",
+        metric="finite_params",
+        bad=Program("TL503/bad_step_after_unscale.py"),
+        good=Program("TL503/good_step_after_unscale.py"),
+        check=_overflow_reaches_weights,
+        chart=("finite_params",),
     ),
     Claim(
         code="TL503",
