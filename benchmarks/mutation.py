@@ -1089,6 +1089,8 @@ def _trains(node) -> bool:
     if is_backward_call(node) or is_step_call(node):
         return True
     name = call_name(node)
+    if isinstance(node.func, ast.Name) and re.search(r"optimi[sz]e|minimize", name, re.I) and node.args:
+        return True
     return bool(TRAINING_CALL_RE.search(name)) and bool(node.args) and not (
         name == "train" and isinstance(node.func, ast.Attribute) and len(node.args) < 2)
 

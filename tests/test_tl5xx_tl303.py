@@ -252,6 +252,23 @@ def test_tl504_quiet_on_correct_code(source):
     assert _findings(source, "TL504") == set()
 
 
+def test_checkpoint_built_and_saved_under_one_if_is_quiet():
+    source = """\
+for epoch in range(epochs):
+    train_one_epoch(model, optimizer, loader)
+    if args.output_dir:
+        checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+        if args.amp:
+            checkpoint["scaler"] = scaler.state_dict()
+        save_on_master(checkpoint, path)
+"""
+    assert _findings(source, "TL504") == set()
+    # restored under another test: a later epoch may restore an older, now changed snapshot
+    restored = source.replace("        save_on_master(checkpoint, path)\n", "") + \
+        "    if diverged:\n        model.load_state_dict(checkpoint['model'])\n"
+    assert _findings(restored, "TL504") == {4}
+
+
 def test_rollback_to_a_snapshot_in_the_same_loop_is_reported():
     source = """\
 for epoch in range(epochs):

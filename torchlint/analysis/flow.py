@@ -346,7 +346,10 @@ class ControlFlowQueries:
     def _training_routine(self, call, name: str) -> bool:
         """``train(model, loader)``, ``train_one_epoch(...)``, ``trainer.fit(model)``,
         ``trainer.train()``; not the mode switch ``module.train()`` / ``module.train(mode)``."""
-        if not set(_TRAINING_WORD_RE.findall(name.lower())) & {"train", "fit", "finetune"}:
+        words = set(_TRAINING_WORD_RE.findall(name.lower()))
+        if words & {"optimize", "optimizer", "minimize"} and type(call.func) is cst.Name:
+            return bool(call.args)  # optimizer(mll, closure=closure), minimize(model, ...)
+        if not words & {"train", "fit", "finetune"}:
             return False
         receiver = dotted_name(call.func.value) if type(call.func) is cst.Attribute else None
         if receiver is not None and "trainer" in receiver.lower():

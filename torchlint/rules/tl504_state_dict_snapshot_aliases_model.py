@@ -157,7 +157,7 @@ torch.save(last_state, "last.pt")
             if (latest is not None and latest.ctx.scope is ctx.scope and latest.order > ctx.order
                     and latest.ctx.guard is None and all(loop.contains(use_ctx.order) for loop in latest.ctx.loops)):
                 continue  # surely rebound after the snapshot (a fresh state dict before saving it)
-            window = self._window(ctx, use_ctx)
+            window = self._window(node, ctx, use, use_ctx)
             if window is None:
                 continue
             if any(window(stmt_ctx.order) and analysis.changes_weights(stmt, stmt_ctx, keep=key, owner=owner)
@@ -165,24 +165,46 @@ torch.save(last_state, "last.pt")
                 return True
         return False
 
-    def _window(self, ctx: Context, use_ctx: Context):
+    def _window(self, node, ctx: Context, use, use_ctx: Context):
         """A test on statement orders: can that statement run after the snapshot's last
         assignment and before the use? None when the use cannot see the snapshot."""
         start, end = ctx.order, use_ctx.order
-        if end > start:
-            exited = [loop for loop in ctx.loops if not loop.contains(end)]
-            if exited and (ctx.guard is not None or ctx.loop is not exited[0]):
-                start = exited[0].start  # a conditional snapshot may be older than the last pass
-            return lambda order: start < order < end and order != ctx.order
+        exited = [loop for loop in ctx.loops if not loop.contains(end)]
         shared = [loop for loop in ctx.loops if loop.contains(end)]
-        if not shared:
+        if end < start and not shared:
             return None
-        loop = shared[-1]
-        if ctx.guard is not None or ctx.loop is not loop:
-            # a conditional snapshot can be skipped for whole iterations: any of the loop's work
-            return lambda order: loop.start < order <= loop.end and order != start
-        # the next iteration: from the snapshot to the end of the body, then from its start
-        return lambda order: (start < order <= loop.end) or (loop.start < order < end)
+
+        def conditional(loop) -> bool:
+            """Can an iteration of ``loop`` reach the use without retaking the snapshot?"""
+            if end > start and loop.contains(end) and self._same_branch(node, ctx, use, use_ctx):
+                return False  # the use runs only in passes that took the snapshot before it
+            return ctx.guard is not None or ctx.loop is not loop
+
+        def window(order: int) -> bool:
+            if order == start:
+                return False
+            if start < order < end:
+                return True  # straight from the snapshot to the use
+            if exited and end > start and conditional(exited[0]) and exited[0].start < order <= exited[0].end:
+                return True  # a conditional snapshot may be older than the loop's last pass
+            if shared:
+                loop = shared[-1]
+                if conditional(loop) and loop.start < order <= loop.end:
+                    return True  # iterations that skip the snapshot run before the use
+                if end < start and ((start < order <= loop.end) or (loop.start < order < end)):
+                    return True  # the next iteration: the rest of the body, then its start
+            return False
+
+        return window
+
+    def _same_branch(self, node, ctx: Context, use, use_ctx: Context) -> bool:
+        """Are the snapshot and the use in the same loop body, and does every ``if`` that decides
+        whether the snapshot is taken also enclose the use (``if args.output_dir: checkpoint =
+        {...}; save(checkpoint)``)?"""
+        if use_ctx.loop is not ctx.loop:
+            return False
+        taken = self.analysis.branch_conditions(node, ctx.scope)
+        return self.analysis.branch_conditions(use, ctx.scope)[:len(taken)] == taken
 
     def _reads(self, stmt, key: str) -> bool:
         kind = type(stmt)
