@@ -169,6 +169,10 @@ def step(self, loss):
     # a framework's own clipping unscales first
     "scaler.scale(loss).backward()\naccelerator.clip_grad_norm_(model.parameters(), 1.0)\n"
     "scaler.step(optimizer)\nscaler.update()\n",
+    # the clip of the unscaled arm, before the scaled arm's scaler.step()
+    "if scaler is None:\n    loss.backward()\n    torch.nn.utils.clip_grad_norm_(params, 1.0)\n    optimizer.step()\n"
+    "else:\n    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n"
+    "    torch.nn.utils.clip_grad_norm_(params, 1.0)\n    scaler.step(optimizer)\n    scaler.update()\n",
     # update() in another method of the class
     "class T:\n    def step(self, loss):\n        self.scaler.scale(loss).backward()\n"
     "        self.scaler.step(self.optimizer)\n\n    def after(self):\n        self.scaler.update()\n",
@@ -198,6 +202,38 @@ def train(model, optimizer, scaler, loader):
 """
     assert _findings(source.format(method="update"), "TL503") == set()
     assert _findings(source.format(method="get_scale"), "TL503") == {7}
+
+
+def test_scaled_or_plain_backward_then_a_shared_clip_is_reported():
+    source = """\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    if use_amp:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if use_amp:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+"""
+    assert _findings(source, "TL503") == {7}
+
+
+def test_a_later_plain_training_loop_is_not_blamed_on_an_earlier_scaler():
+    source = """\
+for x, y in loader:
+    scaler.scale(diffusion_loss(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+for x, y in loader:
+    classifier_loss(x, y).backward()
+    torch.nn.utils.clip_grad_norm_(classifier.parameters(), 1.0)
+    optimizer_cls.step()
+"""
+    assert _findings(source, "TL503") == set()
 
 
 def test_clipping_helper_is_quiet_when_its_caller_unscales():

@@ -343,14 +343,28 @@ class ControlFlowQueries:
             return []
         return [item for item in iter_expression_nodes(node) if type(item) is cst.Call]
 
+    def _may_train(self, call, owner: str, ctx: Context) -> bool:
+        """Can a training routine train ``owner``: it names ``owner`` (or the object holding
+        it, ``self`` for ``self.model``), or no other module (``trainer.train()``)?"""
+        mentioned = mentioned_keys(call)
+        if owner in mentioned or owner.partition(".")[0] in mentioned and "." in owner:
+            return True
+        return not any(
+            self.is_module(part, ctx)
+            for part in iter_expression_nodes(call)
+            if type(part) in (cst.Name, cst.Attribute) and dotted_name(part) not in (None, owner)
+        )
+
     def _training_routine(self, call, name: str) -> bool:
         """``train(model, loader)``, ``train_one_epoch(...)``, ``trainer.fit(model)``,
         ``trainer.train()``; not the mode switch ``module.train()`` / ``module.train(mode)``."""
-        words = set(_TRAINING_WORD_RE.findall(name.lower()))
-        if words & {"optimize", "optimizer", "minimize"} and type(call.func) is cst.Name:
-            return bool(call.args)  # optimizer(mll, closure=closure), minimize(model, ...)
-        if not words & {"train", "fit", "finetune"}:
+        words = _TRAINING_WORD_RE.findall(name.lower())
+        if not words:
             return False
+        if words[0] in ("optimize", "optimizer", "minimize") and type(call.func) is cst.Name:
+            return bool(call.args)  # optimizer(mll, closure=closure), minimize(model, ...)
+        if words[0] not in ("train", "training", "fit", "finetune"):
+            return False  # check_train_batch_size(...), get_train_loader(...)
         receiver = dotted_name(call.func.value) if type(call.func) is cst.Attribute else None
         if receiver is not None and "trainer" in receiver.lower():
             return True
@@ -376,7 +390,7 @@ class ControlFlowQueries:
                 if (owner is None or receiver == owner) and (keep is None or keep not in mentioned_keys(call.args[0].value)):
                     return True
                 continue
-            if self._training_routine(call, name):
+            if self._training_routine(call, name) and (owner is None or self._may_train(call, owner, ctx)):
                 return True
             callee = self.called_function(call, ctx)
             if callee is not None and self.steps_optimizer(callee):

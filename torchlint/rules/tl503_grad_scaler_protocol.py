@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, call_name, dotted_name, last_part
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, call_name, dotted_name, last_part
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -34,7 +34,9 @@ class GradScalerProtocol(Rule):
     `scaler.step(optimizer)` (that is the unscaled branch of `if scaler: ... else: ...`), and
     not when the scaled `backward()` sits on the other arm of an `if` with the same test
     (`if scaler is not None:` / `else: loss.backward()`) or the scaler is `None` or
-    `GradScaler(enabled=False)`. Framework methods that unscale themselves
+    `GradScaler(enabled=False)`. With Adam-like optimizers, which normalise the gradient,
+    the scaled step is nearly the right size; the protocol is still broken (overflowed steps
+    are applied and the scale never adapts), so it is reported all the same. Framework methods that unscale themselves
     (`accelerator.clip_grad_norm_`) are not clipping here, nor is
     `clip_grad_norm_(params, float("inf"))`, which only measures the norm. A `scaler.update()` anywhere in
     the file for a scaler of the same name counts, even in another function.
@@ -49,7 +51,7 @@ class GradScalerProtocol(Rule):
     FIX = "call `{scaler}.unscale_({optimizer})` right before clipping, then `{scaler}.step({optimizer})`"
     STEP_MESSAGE = (
         "`{step}` applies the gradients of `{scaler}.scale(...).backward()` still multiplied by the "
-        "loss scale (65536 at first) and unchecked for inf"
+        "loss scale (65536 at first), and does not skip steps whose gradients overflowed"
     )
     UNSCALED_STEP_MESSAGE = (
         "`{step}` after `{scaler}.unscale_()` applies the gradients even when they overflowed: "
@@ -203,13 +205,31 @@ else:
                     self._check_plain_step(node, call, optimizer, ctx)
 
     def _scaled_backward_before(self, node, ctx: Context):
-        """The scaler of a scaled ``backward()`` earlier in the same function that can run in
-        the same call as ``node`` (not on the other arm of an ``if`` with the same test)."""
+        """(scaler, context) of a scaled ``backward()`` whose gradients ``node`` sees: earlier in
+        the function, in every loop around ``node``, not on the other arm of an ``if`` with the
+        same test, and not followed by a plain ``backward()`` that can run after it (a second
+        training loop after an AMP one); None when there is none."""
         analysis = self.analysis
-        for stmt, stmt_ctx, scaler in analysis.scaled_backwards(ctx.scope):
-            if stmt_ctx.order < ctx.order and not analysis.exclusive_branches(stmt, node, ctx.scope):
-                if not analysis.scaler_disabled(scaler, stmt_ctx):
-                    return scaler, stmt_ctx
+        scaled = analysis.scaled_backwards(ctx.scope)
+        if not scaled:
+            return None
+        plain = [
+            stmt for stmt, stmt_ctx in ctx.scope.statements
+            if stmt_ctx.scope is ctx.scope and stmt_ctx.order < ctx.order
+            and all(analysis.scaled_backward_scaler(call, stmt_ctx) is None for call in analysis.calls_in(stmt))
+            and any(call_name(call) in BACKWARD_FUNCTIONS for call in analysis.calls_in(stmt))
+        ]
+        orders = {id(stmt): stmt_ctx.order for stmt, stmt_ctx in ctx.scope.statements}
+        for stmt, stmt_ctx, scaler in reversed(scaled):
+            if stmt_ctx.order >= ctx.order or analysis.exclusive_branches(stmt, node, ctx.scope):
+                continue
+            if not all(loop.contains(stmt_ctx.order) for loop in ctx.visible_loops):
+                continue
+            if any(orders[id(other)] > stmt_ctx.order and not analysis.exclusive_branches(other, stmt, ctx.scope)
+                   for other in plain):
+                continue  # a later plain backward made the gradients
+            if not analysis.scaler_disabled(scaler, stmt_ctx):
+                return scaler, stmt_ctx
         return None
 
     def _check_clipping(self, node, call, ctx: Context) -> None:
@@ -237,6 +257,8 @@ else:
         for stmt, stmt_ctx in ctx.scope.statements:
             if stmt_ctx.order <= ctx.order or stmt_ctx.scope is not ctx.scope:
                 continue
+            if analysis.exclusive_branches(stmt, node, ctx.scope):
+                continue  # `if scaler is None: clip; step() else: ... scaler.step()`
             for call in analysis.calls_in(stmt):
                 func = call.func
                 if (type(func) is cst.Attribute and func.attr.value == "step" and analysis.is_grad_scaler(func.value, stmt_ctx)

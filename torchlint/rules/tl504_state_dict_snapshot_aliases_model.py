@@ -155,7 +155,7 @@ torch.save(last_state, "last.pt")
                 continue
             latest = analysis.lookup(key, use_ctx)
             if (latest is not None and latest.ctx.scope is ctx.scope and latest.order > ctx.order
-                    and latest.ctx.guard is None and all(loop.contains(use_ctx.order) for loop in latest.ctx.loops)):
+                    and self._encloses(latest.stmt, latest.ctx, use, use_ctx)):
                 continue  # surely rebound after the snapshot (a fresh state dict before saving it)
             window = self._window(node, ctx, use, use_ctx)
             if window is None:
@@ -169,8 +169,10 @@ torch.save(last_state, "last.pt")
         """A test on statement orders: can that statement run after the snapshot's last
         assignment and before the use? None when the use cannot see the snapshot."""
         start, end = ctx.order, use_ctx.order
-        exited = [loop for loop in ctx.loops if not loop.contains(end)]
-        shared = [loop for loop in ctx.loops if loop.contains(end)]
+        # for / while only: a local snapshot does not outlive one call of a per-step function
+        loops = ctx.visible_loops
+        exited = [loop for loop in loops if not loop.contains(end)]
+        shared = [loop for loop in loops if loop.contains(end)]
         if end < start and not shared:
             return None
 
@@ -178,7 +180,7 @@ torch.save(last_state, "last.pt")
             """Can an iteration of ``loop`` reach the use without retaking the snapshot?"""
             if end > start and loop.contains(end) and self._same_branch(node, ctx, use, use_ctx):
                 return False  # the use runs only in passes that took the snapshot before it
-            return ctx.guard is not None or ctx.loop is not loop
+            return ctx.guard is not None or loops[-1] is not loop
 
         def window(order: int) -> bool:
             if order == start:
@@ -201,9 +203,14 @@ torch.save(last_state, "last.pt")
         """Are the snapshot and the use in the same loop body, and does every ``if`` that decides
         whether the snapshot is taken also enclose the use (``if args.output_dir: checkpoint =
         {...}; save(checkpoint)``)?"""
-        if use_ctx.loop is not ctx.loop:
+        return use_ctx.visible_loops[-1:] == ctx.visible_loops[-1:] and self._encloses(node, ctx, use, use_ctx)
+
+    def _encloses(self, stmt, ctx: Context, use, use_ctx: Context) -> bool:
+        """Does every pass through ``use`` run ``stmt`` first: ``stmt`` sits in no loop that the
+        use is outside of, and under no ``if`` that does not also enclose the use?"""
+        if not all(loop.contains(use_ctx.order) for loop in ctx.visible_loops):
             return False
-        taken = self.analysis.branch_conditions(node, ctx.scope)
+        taken = self.analysis.branch_conditions(stmt, ctx.scope)
         return self.analysis.branch_conditions(use, ctx.scope)[:len(taken)] == taken
 
     def _reads(self, stmt, key: str) -> bool:
