@@ -280,6 +280,20 @@ def test_clone_removed_from_a_comprehension_is_reported():
     "src = model.state_dict()\nstudent.load_state_dict(src)\nprint(len(src))\n",
     # only the mode switches between snapshot and use
     "sd = model.state_dict()\nmodel.train()\nmodel.eval()\ntorch.save(sd, p)\n",
+    # an initialising step, then the state dict taken afresh in the same branch
+    "state = optimizer.state_dict()\nif len(state['state']) == 0:\n    optimizer.step()\n"
+    "    state = optimizer.state_dict()\nbroadcast(state)\n",
+    # fit() of another model does not touch this one's weights
+    "ref = teacher.state_dict()\ntrainer.fit(student, loader)\ncompare(ref, student.state_dict())\n",
+    # a fresh optimizer has no per-parameter state yet: its state dict shares nothing
+    "optimizer = torch.optim.Adam(model.parameters())\nopt_state = optimizer.state_dict()\n"
+    "train(3, model, loader, optimizer)\ncompare(opt_state, saved)\n",
+    # the names are rebound to new objects before the training that follows
+    "state = optimizer.state_dict()\noptimizer = torch.optim.Adam(model.parameters())\n"
+    "train(2, model, loader, optimizer)\ncompare(state, saved)\n",
+    # weights replaced with `.data = ...` by a class that does not train
+    "class Explainer:\n    def attribute(self, x):\n        self._original = self.model.state_dict()\n"
+    "        self._change_weights()\n\n    def restore(self):\n        self.model.load_state_dict(self._original)\n",
     # the scheduler's state holds no tensors
     "for epoch in range(n):\n    train(model, loader, optimizer)\n    if better:\n        best = scheduler.state_dict()\n"
     "scheduler.load_state_dict(best)\n",

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, dotted_name, mentioned_keys, strip_pass_through
+from torchlint.analysis import Context, call_name, dotted_name, mentioned_keys, strip_pass_through
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -24,13 +24,17 @@ class StateDictSnapshotAliasesModel(Rule):
     bit-for-bit as taken.
 
     ## Known problems
+    For `self.x = model.state_dict()` restored in another method of the class, the snapshot
+    is reported when its name says "best" (early stopping: the framework trains between the
+    hooks) or when the class itself trains; a class that only replaces weights
+    (`module.weight.data = ...` swaps the storage and leaves the snapshot intact) is left
+    alone. An optimizer's state dict taken before its first step is not reported: its per-
+    parameter state does not exist yet, so the snapshot shares nothing.
     Not reported: `copy.deepcopy(model.state_dict())`, `{k: v.clone() ...}`,
     `{k: v.detach().cpu().clone() ...}` and `{k: v.cpu() ...}` snapshots (on a GPU `.cpu()`
     copies; on a CPU-only run it does not), a state dict saved or returned before any more
     training (`torch.save(model.state_dict(), path)`, `sd = model.state_dict(); torch.save(sd,
-    path)`), and one taken after training ends. For `self.x = model.state_dict()` read in
-    another method of the class, only a restore there (`load_state_dict(self.x)`) is
-    reported, since training between the calls is out of sight. A snapshot stored into a
+    path)`), and one taken after training ends. A snapshot stored into a
     container (`history[epoch] = model.state_dict()`) is not followed.
     """
 
@@ -140,7 +144,10 @@ torch.save(last_state, "last.pt")
         call = self.analysis.aliasing_state_dict(value, ctx)
         if call is None:
             return
-        owner = dotted_name(strip_pass_through(call.func.value))
+        owner_expr = strip_pass_through(call.func.value)
+        owner = dotted_name(owner_expr)
+        if owner is not None and self._fresh_optimizer(owner_expr, owner, ctx):
+            return  # no step yet: the optimizer has no per-parameter state to share
         if self._used_after_training(key, owner, node, ctx) or self._restored_elsewhere(key, ctx):
             self.report(node, self.MESSAGE.format(target=self.code(target, 40), call=self.code(call, 50)),
                         self.FIX.format(call=self.code(call, 50)))
@@ -160,10 +167,43 @@ torch.save(last_state, "last.pt")
             window = self._window(node, ctx, use, use_ctx)
             if window is None:
                 continue
+            rebindings = [binding for binding in ctx.scope.bindings.get(key, ())
+                          if binding.stmt is not node and binding.ctx.scope is ctx.scope]
+            replaced = [binding.order for binding in ctx.scope.bindings.get(owner or "", ())
+                        if binding.ctx.scope is ctx.scope and binding.order > ctx.order]
             if any(window(stmt_ctx.order) and analysis.changes_weights(stmt, stmt_ctx, keep=key, owner=owner)
+                   and not self._retaken_after(stmt, stmt_ctx, use_ctx, rebindings)
+                   and not any(order < stmt_ctx.order for order in replaced)  # another object by then
                    for stmt, stmt_ctx in statements if stmt is not use):
                 return True
         return False
+
+    def _fresh_optimizer(self, owner_expr, owner: str, ctx: Context) -> bool:
+        """Is the owner an optimizer bound earlier in the same function, with nothing that
+        could step it between its binding and the snapshot (and no loop around the snapshot
+        that the binding is outside of)?"""
+        analysis = self.analysis
+        if not analysis.is_optimizer(owner_expr, ctx):
+            return False
+        binding = analysis.lookup(owner, ctx)
+        if binding is None or binding.ctx.scope is not ctx.scope or binding.kind not in ("assign", "with"):
+            return False
+        if any(not loop.contains(binding.order) for loop in ctx.visible_loops):
+            return False
+        return not any(
+            binding.order < stmt_ctx.order < ctx.order and analysis.changes_weights(stmt, stmt_ctx)
+            for stmt, stmt_ctx in ctx.scope.statements if stmt_ctx.scope is ctx.scope
+        )
+
+    def _retaken_after(self, event, event_ctx: Context, use_ctx: Context, rebindings) -> bool:
+        """Is the snapshot taken afresh after the training and before the use, on every path
+        through the training (``state = opt.state_dict()`` again right after an initialising
+        ``opt.step()`` in the same branch)?"""
+        return any(
+            event_ctx.order < binding.order < use_ctx.order and binding.ctx.visible_loops == event_ctx.visible_loops
+            and self._encloses(binding.stmt, binding.ctx, event, event_ctx, after=True)
+            for binding in rebindings
+        )
 
     def _window(self, node, ctx: Context, use, use_ctx: Context):
         """A test on statement orders: can that statement run after the snapshot's last
@@ -205,10 +245,11 @@ torch.save(last_state, "last.pt")
         {...}; save(checkpoint)``)?"""
         return use_ctx.visible_loops[-1:] == ctx.visible_loops[-1:] and self._encloses(node, ctx, use, use_ctx)
 
-    def _encloses(self, stmt, ctx: Context, use, use_ctx: Context) -> bool:
-        """Does every pass through ``use`` run ``stmt`` first: ``stmt`` sits in no loop that the
-        use is outside of, and under no ``if`` that does not also enclose the use?"""
-        if not all(loop.contains(use_ctx.order) for loop in ctx.visible_loops):
+    def _encloses(self, stmt, ctx: Context, use, use_ctx: Context, after: bool = False) -> bool:
+        """Does every pass through ``use`` run ``stmt`` too (first, or with ``after`` next): ``stmt``
+        sits in no loop that the use is outside of, and under no ``if`` that does not also
+        enclose the use?"""
+        if not after and not all(loop.contains(use_ctx.order) for loop in ctx.visible_loops):
             return False
         taken = self.analysis.branch_conditions(stmt, ctx.scope)
         return self.analysis.branch_conditions(use, ctx.scope)[:len(taken)] == taken
@@ -228,13 +269,21 @@ torch.save(last_state, "last.pt")
         if not key.startswith("self.") or class_scope is None:
             return False
         analysis = self.analysis
-        for scope in analysis.scopes.values():
-            if scope.class_scope is not class_scope or scope is ctx.scope or scope.kind != "function":
-                continue
-            for stmt, stmt_ctx in scope.statements:
-                for call in analysis.calls_in(stmt):
-                    if (type(call.func) is cst.Attribute
-                            and call.func.attr.value == "load_state_dict" and call.args
-                            and key in mentioned_keys(call.args[0].value)):
-                        return True
-        return False
+        methods = [scope for scope in analysis.scopes.values()
+                   if scope.class_scope is class_scope and scope.kind == "function"]
+        restored = any(
+            type(call.func) is cst.Attribute and call.func.attr.value == "load_state_dict" and call.args
+            and key in mentioned_keys(call.args[0].value)
+            for scope in methods if scope is not ctx.scope
+            for stmt, _ in scope.statements
+            for call in analysis.calls_in(stmt)
+        )
+        if not restored:
+            return False
+        # an early-stopping "best" snapshot: the framework trains between the hooks; otherwise
+        # the class must train itself (weights replaced with `.data = ...` leave the snapshot intact)
+        return "best" in key.lower() or any(
+            analysis.changes_weights(stmt, stmt_ctx)
+            for scope in methods for stmt, stmt_ctx in scope.statements
+            if not any(call_name(call) == "load_state_dict" for call in analysis.calls_in(stmt))
+        )
