@@ -294,6 +294,10 @@ def test_clone_removed_from_a_comprehension_is_reported():
     # weights replaced with `.data = ...` by a class that does not train
     "class Explainer:\n    def attribute(self, x):\n        self._original = self.model.state_dict()\n"
     "        self._change_weights()\n\n    def restore(self):\n        self.model.load_state_dict(self._original)\n",
+    # each periodic checkpoint is built and saved in its own branch
+    "for epoch in range(n):\n    train(model, loader, optimizer)\n    if epoch == 50:\n"
+    "        states = {'net': model.state_dict()}\n        torch.save(states, a)\n"
+    "    if epoch % 200 == 199:\n        states = {'net': model.state_dict()}\n        torch.save(states, b)\n",
     # the scheduler's state holds no tensors
     "for epoch in range(n):\n    train(model, loader, optimizer)\n    if better:\n        best = scheduler.state_dict()\n"
     "scheduler.load_state_dict(best)\n",

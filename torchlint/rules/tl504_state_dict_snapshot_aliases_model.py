@@ -161,9 +161,13 @@ torch.save(last_state, "last.pt")
             if use is node or not self._reads(use, key):
                 continue
             latest = analysis.lookup(key, use_ctx)
-            if (latest is not None and latest.ctx.scope is ctx.scope and latest.order > ctx.order
-                    and self._encloses(latest.stmt, latest.ctx, use, use_ctx)):
-                continue  # surely rebound after the snapshot (a fresh state dict before saving it)
+            if latest is not None and latest.stmt is not node and latest.ctx.scope is ctx.scope:
+                # rebound on every path to the use: after the snapshot, or earlier in the use's
+                # own pass through a loop around both (`if epoch == 50: states = {...}; save(states)`)
+                shared = [loop for loop in ctx.visible_loops if loop.contains(use_ctx.order)]
+                since = shared[-1].start if shared and use_ctx.order < ctx.order else ctx.order
+                if latest.order > since and self._encloses(latest.stmt, latest.ctx, use, use_ctx):
+                    continue
             window = self._window(node, ctx, use, use_ctx)
             if window is None:
                 continue
@@ -266,8 +270,8 @@ torch.save(last_state, "last.pt")
         """``self.best = model.state_dict()`` and ``model.load_state_dict(self.best)`` in another
         method of the class: the training between the two calls is out of sight."""
         class_scope = ctx.scope.class_scope
-        if not key.startswith("self.") or class_scope is None:
-            return False
+        if not key.startswith("self.") or key.count(".") != 1 or class_scope is None:
+            return False  # self.best, not self.model.optimizer_state_dict (stored on another object)
         analysis = self.analysis
         methods = [scope for scope in analysis.scopes.values()
                    if scope.class_scope is class_scope and scope.kind == "function"]
