@@ -323,6 +323,22 @@ for epoch in range(epochs):
     assert _findings(restored, "TL504") == {4}
 
 
+@pytest.mark.parametrize("hook, test", [("on_epoch_end", "monitor_op(current, self.mark)"),
+                                        ("update", "current < self.best"), ("update", "improved")])
+def test_callback_snapshots_restored_in_another_method(hook, test):
+    source = f"""\
+class EarlyStopping:
+    def {hook}(self, current):
+        if {test}:
+            self.weights = self.model.state_dict()
+
+    def on_train_end(self):
+        self.model.load_state_dict(self.weights)
+"""
+    expected = set() if (hook, test) == ("update", "improved") else {4}
+    assert _findings(source, "TL504") == expected
+
+
 def test_rollback_to_a_snapshot_in_the_same_loop_is_reported():
     source = """\
 for epoch in range(epochs):
