@@ -236,6 +236,19 @@ for x, y in loader:
     assert _findings(source, "TL503") == set()
 
 
+def test_clipping_through_a_local_alias_and_a_scaler_only_checkpointed():
+    source = """\
+def train(model, optimizer, scaler, loader, checkpointer):
+    clip = torch.nn.utils.clip_grad_norm_
+    for x, y in loader:
+        scaler.scale(model(x).sum()).backward()
+        clip(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        checkpointer.save(model, optimizer, scaler)
+"""
+    assert _findings(source, "TL503") == {5, 6}
+
+
 def test_clipping_helper_is_quiet_when_its_caller_unscales():
     source = """\
 def clip_and_step(model, optimizer, scaler):
@@ -337,6 +350,20 @@ class EarlyStopping:
 """
     expected = set() if (hook, test) == ("update", "improved") else {4}
     assert _findings(source, "TL504") == expected
+
+
+def test_ema_swap_with_an_aliased_backup_is_reported():
+    source = """\
+class EMASwap:
+    def apply(self, model):
+        self.backup = {k: v.detach() for k, v in model.state_dict().items()}
+        model.load_state_dict(self.ema_state)
+
+    def restore(self, model):
+        model.load_state_dict(self.backup)
+"""
+    assert _findings(source, "TL504") == {3}
+    assert _findings(source.replace("v.detach()", "v.detach().clone()"), "TL504") == set()
 
 
 def test_rollback_to_a_snapshot_in_the_same_loop_is_reported():

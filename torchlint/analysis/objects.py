@@ -375,14 +375,21 @@ class ScalerQueries:
             ]
         return scope._memo["scaled_backwards"]
 
-    def is_gradient_clipping(self, call) -> bool:
-        """``torch.nn.utils.clip_grad_norm_(...)``, ``nn.utils.clip_grad_value_(...)`` or the
-        imported function; not a framework's own method of the same name."""
-        name = call_name(call)
-        if name not in GRADIENT_CLIPPING:
+    def is_gradient_clipping(self, call, ctx: Context | None = None) -> bool:
+        """``torch.nn.utils.clip_grad_norm_(...)``, ``nn.utils.clip_grad_value_(...)``, the
+        imported function or a local alias of it (``clip = torch.nn.utils.clip_grad_norm_``),
+        apex's; not a framework's own method of the same name (those unscale first)."""
+        if not self.may_contain("clip_grad"):
             return False
-        qualified = self.qualified_name(call.func)
-        if qualified is None or not qualified.startswith("torch.nn.utils"):
+        func = call.func
+        if ctx is not None and type(func) is cst.Name and func.value not in self.imports:
+            binding = self.lookup(func.value, ctx)
+            if binding is not None and binding.kind == "assign" and not binding.element:
+                func = binding.value
+        if last_part(dotted_name(func) or "") not in GRADIENT_CLIPPING:
+            return False
+        qualified = self.qualified_name(func)
+        if qualified is None or not qualified.startswith(("torch.nn.utils", "apex.contrib.clip_grad")):
             return False
         # clip_grad_norm_(params, float("inf")) measures the norm and clips nothing
         arguments = call_arguments(call)

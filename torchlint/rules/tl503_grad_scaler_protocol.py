@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import re
+
 from torchlint.analysis import BACKWARD_FUNCTIONS, Context, call_name, dotted_name, last_part
 from torchlint.lazy import cst
 from torchlint.rule import Rule
+
+_BOOKKEEPING_RE = re.compile(r"save|load|checkpoint|state|log", re.I)
 
 
 class GradScalerProtocol(Rule):
@@ -193,7 +197,7 @@ else:
     def _check(self, node, ctx: Context) -> None:
         analysis = self.analysis
         for call in analysis.calls_in(node):
-            if analysis.is_gradient_clipping(call):
+            if analysis.is_gradient_clipping(call, ctx):
                 self._check_clipping(node, call, ctx)
             elif type(call.func) is cst.Attribute and call.func.attr.value == "step":
                 optimizer = analysis.stepped_optimizer(call, ctx)
@@ -344,6 +348,8 @@ else:
             for call in analysis.calls_in(stmt):
                 if not any(dotted_name(arg.value) == key for arg in call.args):
                     continue
+                if _BOOKKEEPING_RE.search(call_name(call) or ""):
+                    continue  # checkpointer.save(model, optimizer, scaler): saved, not updated
                 callee = analysis.called_function(call, stmt_ctx)
                 if callee is None or analysis.reaches_call(callee, "update", lambda inner, _: call_name(inner) == "update"):
                     return True

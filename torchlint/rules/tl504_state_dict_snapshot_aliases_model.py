@@ -27,7 +27,7 @@ class StateDictSnapshotAliasesModel(Rule):
     For `self.x = model.state_dict()` restored in another method of the class, the snapshot
     is reported when its name or an `if` around it says "best", or it is taken in a callback
     hook (`on_epoch_end`: the framework trains between the calls), or when the class itself
-    trains; a class that only replaces weights
+    trains or loads other weights into the model after the snapshot (an EMA swap); a class that only replaces weights
     (`module.weight.data = ...` swaps the storage and leaves the snapshot intact) is left
     alone. An optimizer's state dict taken before its first step is not reported: its per-
     parameter state does not exist yet, so the snapshot shares nothing.
@@ -149,7 +149,7 @@ torch.save(last_state, "last.pt")
         owner = dotted_name(owner_expr)
         if owner is not None and self._fresh_optimizer(owner_expr, owner, ctx):
             return  # no step yet: the optimizer has no per-parameter state to share
-        if self._used_after_training(key, owner, node, ctx) or self._restored_elsewhere(key, node, ctx):
+        if self._used_after_training(key, owner, node, ctx) or self._restored_elsewhere(key, owner, node, ctx):
             self.report(node, self.MESSAGE.format(target=self.code(target, 40), call=self.code(call, 50)),
                         self.FIX.format(call=self.code(call, 50)))
 
@@ -267,7 +267,7 @@ torch.save(last_state, "last.pt")
             expressions = self.analysis.own_expressions(stmt)
         return any(key in mentioned_keys(expr) for expr in expressions if expr is not None)
 
-    def _restored_elsewhere(self, key: str, node, ctx: Context) -> bool:
+    def _restored_elsewhere(self, key: str, owner: str | None, node, ctx: Context) -> bool:
         """``self.best = model.state_dict()`` and ``model.load_state_dict(self.best)`` in another
         method of the class: the training between the two calls is out of sight."""
         class_scope = ctx.scope.class_scope
@@ -291,6 +291,9 @@ torch.save(last_state, "last.pt")
         tests = " ".join(text for text, _ in analysis.branch_conditions(node, ctx.scope))
         if "best" in (key + tests).lower() or ctx.scope.name.startswith("on_"):
             return True
+        if any(stmt_ctx.order > ctx.order and analysis.changes_weights(stmt, stmt_ctx, keep=key, owner=owner)
+               for stmt, stmt_ctx in ctx.scope.statements if stmt_ctx.scope is ctx.scope):
+            return True  # the method itself changes them after the snapshot (an EMA swap)
         return any(
             analysis.changes_weights(stmt, stmt_ctx)
             for scope in methods for stmt, stmt_ctx in scope.statements
