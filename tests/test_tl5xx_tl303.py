@@ -249,6 +249,26 @@ def train(model, optimizer, scaler, loader, checkpointer):
     assert _findings(source, "TL503") == {5, 6}
 
 
+def test_a_scaler_that_may_be_none_is_not_disabled():
+    source = """\
+if fp16:
+    scaler = torch.amp.GradScaler()
+else:
+    scaler = None
+for x, y in loader:
+    if scaler is None:  loss(x, y).backward()
+    else: scaler.scale(loss(x, y)).backward()
+    if scaler is None:
+        optimizer.step()
+    else:
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+"""
+    assert _findings(source, "TL503") == {11}
+    assert _findings(source.replace("torch.amp.GradScaler()", "None"), "TL503") == set()
+
+
 def test_clipping_helper_is_quiet_when_its_caller_unscales():
     source = """\
 def clip_and_step(model, optimizer, scaler):

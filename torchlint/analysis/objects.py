@@ -397,10 +397,15 @@ class ScalerQueries:
         return limit is None or "inf" not in self.code(limit, 40).lower()
 
     def scaler_disabled(self, scaler, ctx: Context) -> bool:
-        """Is the scaler bound to ``GradScaler(..., enabled=False)`` (a literal), or to None?"""
+        """Is the scaler bound to ``GradScaler(..., enabled=False)`` (a literal), or to None, by
+        every binding that may reach ``ctx`` (not when another arm of an ``if`` builds one)?"""
         key = dotted_name(scaler)
-        binding = self.lookup(key, ctx) if key is not None else None
-        if binding is None or binding.kind != "assign" or binding.element:
+        bindings = self.reaching_bindings(key, ctx) if key is not None else []
+        return bool(bindings) and all(self._disabled_scaler_binding(binding) for binding in bindings)
+
+    @staticmethod
+    def _disabled_scaler_binding(binding) -> bool:
+        if binding.kind != "assign" or binding.element:
             return False
         value = binding.value
         if type(value) is cst.Name and value.value == "None":
