@@ -1165,14 +1165,15 @@ def sites_tl303(src: Source):
             if not used:
                 continue
             device = keywords["device"]
-            edits = [(src.start(device) - len("device="), src.end(device.value), ""),
-                     (src.end(call), src.end(call), f".to({src.segment(device.value)})")]
-            # drop the separator the removed keyword leaves behind
-            text = src.text
-            start = src.start(device) - len("device=")
-            before = text[:start].rstrip()
+            # the keyword node spans `device=D`; remove it with the comma that separates it
+            start, end = src.start(device), src.end(device.value)
+            before = src.text[:start].rstrip()
             if before.endswith(","):
-                edits[0] = (len(before) - 1, src.end(device.value), "")
+                start = len(before) - 1
+            else:
+                after = src.text[end:]
+                end += len(after) - len(after.lstrip(", \t"))
+            edits = [(start, end, ""), (src.end(call), src.end(call), f".to({src.segment(device.value)})")]
             yield site(src, "TL303", "requires-grad-then-to-device", stmt.lineno,
                        f"`{short(src.segment(stmt))}`: device= moved to `.to(...)` after the factory", edits,
                        span_lines(stmt))
