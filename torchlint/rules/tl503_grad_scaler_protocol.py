@@ -67,7 +67,7 @@ class GradScalerProtocol(Rule):
         "loss scale never adapts"
     )
     UPDATE_FIX = "call `{scaler}.update()` once per iteration, right after `{step}`"
-    TOKENS = ("scale",)
+    TOKENS = ("scaler", "Scaler", ".scale(")
     CLAIM = (
         "clipping before unscale_ shrinks the update by the loss scale; optimizer.step() after a scaled "
         "backward makes it the loss scale times larger, and after unscale_ writes overflowed gradients "
