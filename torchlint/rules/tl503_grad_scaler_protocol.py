@@ -21,8 +21,8 @@ class GradScalerProtocol(Rule):
     `scaler.scale(loss)` multiplies the loss, and so every gradient, by the loss scale
     (65536 at first). Clipping before `unscale_` compares that scaled norm with `max_norm`, so
     the clip shrinks every update by about the scale factor: measured on a 2-layer MLP
-    (SGD, `max_norm=1.0`), one step moved the weights 65536 times less than the documented
-    order. `optimizer.step()` applies the scaled gradients as they are: the first update is
+    (SGD, `max_norm=1.0`), 8 steps moved the weights by 4.7e-6 against 0.30 in the documented
+    order (64,000 times less). `optimizer.step()` applies the scaled gradients as they are: the first update is
     65536 times too large. Even after `scaler.unscale_(optimizer)`, a plain `optimizer.step()`
     applies the gradients of a step that overflowed, which `scaler.step()` would have skipped:
     measured with float16 autocast on CPU, the weights were NaN after the first step (with
