@@ -11,7 +11,6 @@ import pytest
 
 from torchlint.analysis import Analysis
 from torchlint.engine import lint_source, parse
-from torchlint.lazy import cst
 from torchlint.rules import rules_by_code
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
