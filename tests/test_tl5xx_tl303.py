@@ -86,6 +86,8 @@ def test_aliasing_state_dict(value, aliases):
     ("torch.randn(3).to(device)", False),
     ("torch.randn(3, requires_grad=False).cuda()", False),
     ("nn.Parameter(torch.randn(3, requires_grad=True).to(device))", False),
+    ("torch.randn(3, device=device, requires_grad=True).to(device)", False),  # no copy: the same leaf
+    ("torch.randn(3, device=device, requires_grad=True).to(torch.float64)", True),
 ])
 def test_moved_grad_leaf(value, moved):
     analysis = Analysis(parse(f"w = {value}\n"))

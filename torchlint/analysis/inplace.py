@@ -8,6 +8,7 @@ from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, PARAMETER_CLASSES
 from torchlint.analysis.syntax import _call_chain, _parameters_owner, _requires_grad_flag, call_arguments, call_name, dotted_name, is_inplace_method, last_part, storage_base, strip_pass_through, strip_views
 from torchlint.analysis.scopes import Binding, Context, Scope
+from torchlint.analysis.syntax import keyword_argument
 
 
 class InPlaceQueries:
@@ -274,6 +275,10 @@ class MovedLeafQueries:
             inner = inner.func.value
         if type(inner) is not cst.Call:
             return None
+        device = keyword_argument(inner, "device")
+        if device is not None and value.func.attr.value == "to" and len(value.args) == 1 \
+                and self.code(value.args[0].value) == self.code(device):
+            return None  # created on that device already: `.to()` returns the same leaf
         if self._creates_grad_leaf(inner, ctx) or (
                 call_name(inner) == "Variable" and _requires_grad_flag(inner, None, False) is True):
             return value
