@@ -1153,6 +1153,188 @@ def sites_tl305(src: Source):
             break  # one mutant per loop
 
 
+# TL503 / TL504 / TL303 ------------------------------------------------------------------------
+
+SCALER_RE = re.compile(r"scaler", re.I)
+CLIP_NAMES = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
+TRAINING_CALL_RE = re.compile(r"(^|_)(train|fit|finetune)(_|$)", re.I)
+
+
+def _is_scaler(expr) -> bool:
+    name = dotted(expr) or ""
+    return bool(SCALER_RE.search(name.rsplit(".", 1)[-1]))
+
+
+def _is_scaled_backward(node) -> bool:
+    """``S.scale(loss).backward(...)`` with S named like a scaler."""
+    if not is_backward_call(node):
+        return False
+    inner = node.func.value
+    return isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "scale" \
+        and _is_scaler(inner.func.value)
+
+
+def _is_torch_clip(node) -> bool:
+    """``torch.nn.utils.clip_grad_norm_(...)`` / ``nn.utils...`` / the imported function, with a
+    finite ``max_norm`` (``float("inf")`` measures, it does not clip)."""
+    if not isinstance(node, ast.Call) or call_name(node) not in CLIP_NAMES:
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute) and not (dotted(func.value) or "").endswith("utils"):
+        return False  # accelerator.clip_grad_norm_ unscales by itself
+    return "inf" not in ast.unparse(node.args[1] if len(node.args) > 1 else ast.Constant(1.0))
+
+
+def _scaler_stmt(stmt, method: str):
+    """The call when ``stmt`` is the statement ``S.<method>(...)`` with S named like a scaler."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and call_name(stmt.value) == method \
+            and isinstance(stmt.value.func, ast.Attribute) and _is_scaler(stmt.value.func.value):
+        return stmt.value
+    return None
+
+
+def _delete(src: Source, stmt):
+    return [(src.start(stmt), src.end(stmt), "pass" + "\n" * (stmt.end_lineno - stmt.lineno))]
+
+
+def sites_tl503(src: Source):
+    functions = [f for f in ast.walk(src.tree) if isinstance(f, FUNCTIONS)]
+    for function in functions:
+        nodes = list(walk_scope(function))
+        scaled = [n for n in nodes if _is_scaled_backward(n)]
+        if not scaled:
+            continue
+        first = min(n.lineno for n in scaled)
+        for stmt in nodes:
+            if not isinstance(stmt, ast.stmt) or not src.stmt_alone(stmt):
+                continue
+            # delete `scaler.unscale_(opt)` that precedes a clip: the clip then sees scaled gradients
+            unscale = _scaler_stmt(stmt, "unscale_")
+            if unscale is not None and stmt.lineno > first:
+                clips = [n for n in nodes if _is_torch_clip(n) and n.lineno > stmt.end_lineno]
+                others = [n for n in nodes if isinstance(n, ast.Call) and "unscale" in call_name(n) and n is not unscale]
+                if clips and not others:
+                    clip = min(clips, key=lambda n: n.lineno)
+                    yield site(src, "TL503", "delete-unscale", stmt.lineno,
+                               f"deleted `{short(src.segment(stmt))}` before `{short(src.segment(clip), 40)}`",
+                               _delete(src, stmt), span_lines(clip))
+            # `scaler.step(opt)` -> `opt.step()`: the step applies scaled gradients
+            step = _scaler_stmt(stmt, "step")
+            if step is not None and stmt.lineno > first and len(step.args) == 1 and not step.keywords:
+                optimizer = src.segment(step.args[0])
+                yield site(src, "TL503", "scaler-step-to-optimizer-step", stmt.lineno,
+                           f"`{short(src.segment(stmt))}` -> `{short(optimizer, 40)}.step()`",
+                           [(src.start(step), src.end(step), f"{optimizer}.step()")], span_lines(stmt))
+    # delete the only `scaler.update()` of a scaler that is stepped: the next step raises
+    updates = [s for s in ast.walk(src.tree) if isinstance(s, ast.stmt) and _scaler_stmt(s, "update") is not None]
+    for stmt in updates:
+        receiver = receiver_text(stmt.value)
+        if not src.stmt_alone(stmt) or sum(receiver_text(s.value) == receiver for s in updates) != 1:
+            continue
+        steps = [n for n in ast.walk(src.tree) if isinstance(n, ast.Call) and call_name(n) == "step"
+                 and receiver_text(n) == receiver and len(n.args) == 1]
+        if steps and any(_is_scaled_backward(n) for n in ast.walk(src.tree)):
+            yield site(src, "TL503", "delete-update", stmt.lineno, f"deleted `{short(src.segment(stmt))}`",
+                       _delete(src, stmt), [line for n in steps for line in span_lines(n)])
+
+
+def _trains(node) -> bool:
+    """A call that changes weights: backward, an optimizer step, a training routine."""
+    if not isinstance(node, ast.Call):
+        return False
+    if is_backward_call(node) or is_step_call(node):
+        return True
+    name = call_name(node)
+    if isinstance(node.func, ast.Name) and re.search(r"optimi[sz]e|minimize", name, re.I) and node.args:
+        return True
+    return bool(TRAINING_CALL_RE.search(name)) and bool(node.args) and not (
+        name == "train" and isinstance(node.func, ast.Attribute) and len(node.args) < 2)
+
+
+def _snapshot_copy(value):
+    """(kind, the edit's span, replacement text getter) for ``deepcopy(X.state_dict())`` and
+    ``{k: v.clone() for k, v in X.state_dict().items()}``."""
+    if isinstance(value, ast.Call) and call_name(value) == "deepcopy" and len(value.args) == 1:
+        inner = value.args[0]
+        if isinstance(inner, ast.Call) and call_name(inner) == "state_dict":
+            return "drop-deepcopy", value, inner
+    if isinstance(value, ast.DictComp) and isinstance(value.value, ast.Call) and call_name(value.value) == "clone" \
+            and len(value.generators) == 1 and "state_dict" in ast.unparse(value.generators[0].iter):
+        return "drop-clone", value.value, value.value.func.value
+    return None
+
+
+def sites_tl504(src: Source):
+    for stmt in ast.walk(src.tree):
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            continue
+        target = dotted(stmt.targets[0])
+        found = _snapshot_copy(stmt.value)
+        function = enclosing_function(stmt)
+        if target is None or found is None or function is None:
+            continue
+        operator, span, inner = found
+        # the mutation is a bug only if training can run between the snapshot and a later read
+        loops = enclosing_loops(stmt)
+        nodes = list(walk_scope(function))
+        reads = [n for n in nodes if dotted(n) == target and isinstance(getattr(n, "ctx", None), ast.Load)
+                 and n.lineno > stmt.end_lineno]
+        if not reads and target.startswith("self."):
+            reads = [n for n in ast.walk(src.tree) if isinstance(n, ast.Call) and call_name(n) == "load_state_dict"
+                     and n.args and dotted(n.args[0]) == target and enclosing_function(n) is not function]
+            if not reads:
+                continue
+            trained = True
+        else:
+            outer = loops[-1] if loops else None
+            trained = any(
+                _trains(n) and (
+                    (stmt.end_lineno < n.lineno < read.lineno)
+                    or (outer is not None and outer.lineno <= n.lineno <= outer.end_lineno < read.lineno))
+                for read in reads for n in nodes)
+        if not trained:
+            continue
+        edit = (src.start(span), src.end(span), src.segment(inner))
+        yield site(src, "TL504", operator, stmt.lineno, f"`{short(src.segment(stmt))}` -> no copy",
+                   [edit], span_lines(stmt))
+
+
+def sites_tl303(src: Source):
+    for function in ast.walk(src.tree):
+        if not isinstance(function, FUNCTIONS):
+            continue
+        nodes = list(walk_scope(function))
+        for stmt in nodes:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                continue
+            call = stmt.value
+            keywords = {k.arg: k for k in getattr(call, "keywords", [])}
+            if not isinstance(call, ast.Call) or "device" not in keywords or "requires_grad" not in keywords \
+                    or not (dotted(call.func) or "").startswith("torch."):
+                continue
+            name = stmt.targets[0].id
+            used = any(
+                (isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name)
+                or (isinstance(n, ast.Call) and "optim" in (dotted(n.func) or "")
+                    and any(isinstance(a, ast.Name) and a.id == name for arg in n.args for a in ast.walk(arg)))
+                for n in nodes)
+            if not used:
+                continue
+            device = keywords["device"]
+            # the keyword node spans `device=D`; remove it with the comma that separates it
+            start, end = src.start(device), src.end(device.value)
+            before = src.text[:start].rstrip()
+            if before.endswith(","):
+                start = len(before) - 1
+            else:
+                after = src.text[end:]
+                end += len(after) - len(after.lstrip(", \t"))
+            edits = [(start, end, ""), (src.end(call), src.end(call), f".to({src.segment(device.value)})")]
+            yield site(src, "TL303", "requires-grad-then-to-device", stmt.lineno,
+                       f"`{short(src.segment(stmt))}`: device= moved to `.to(...)` after the factory", edits,
+                       span_lines(stmt))
+
+
 OPERATORS = {
     "TL101": sites_tl101,
     "TL102": sites_tl102,
@@ -1167,6 +1349,9 @@ OPERATORS = {
     "TL402": sites_tl402,
     "TL501": sites_tl501,
     "TL502": sites_tl502,
+    "TL503": sites_tl503,
+    "TL504": sites_tl504,
+    "TL303": sites_tl303,
 }
 NOT_COVERED = {
     "TL403": "no operator: a reusable-buffer site cannot be recognised generically (see mutation.md)",

@@ -26,6 +26,9 @@ FIRST_PANEL = {
     "TL403": {"buffer_allocations"},
     "TL501": {"grad_norm"},
     "TL502": {"param_delta", "applied_vs_last"},
+    "TL303": {"grad_is_none", "outcome"},  # .grad stays None; the optimizer raises
+    "TL503": {"param_delta", "first_update", "finite_params", "outcome"},
+    "TL504": {"snapshot_drift", "reset_error"},
     "NR1": {"outcome"},
     "NR2": {"time_per_step"},
 }

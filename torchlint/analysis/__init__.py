@@ -95,8 +95,8 @@ from torchlint.analysis.arguments import ArgumentQueries
 from torchlint.analysis.attachment import AttachmentQueries
 from torchlint.analysis.flow import ControlFlowQueries
 from torchlint.analysis.grad import GradModeQueries
-from torchlint.analysis.inplace import InPlaceQueries
-from torchlint.analysis.objects import ModuleQueries, OptimizerQueries
+from torchlint.analysis.inplace import InPlaceQueries, MovedLeafQueries
+from torchlint.analysis.objects import ModuleQueries, OptimizerQueries, ScalerQueries
 from torchlint.analysis.summaries import SummaryQueries
 from torchlint.analysis.walk import ModuleWalk
 
@@ -104,5 +104,6 @@ from torchlint.analysis.walk import ModuleWalk
 class Analysis(
     ModuleWalk, GradModeQueries, ControlFlowQueries, AttachmentQueries, ModuleQueries,
     OptimizerQueries, InPlaceQueries, SummaryQueries, ArgumentQueries,
+    ScalerQueries, MovedLeafQueries,
 ):
     """Everything the rules may ask about one module."""

@@ -3,11 +3,14 @@ step, straight-line sequences and branches."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, STEP_SOURCE_RE, STEP_TARGET_RE
 from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_match, call_name, collect_nodes, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
+
+_TRAINING_WORD_RE = re.compile(r"[a-z]+")
 
 
 class ControlFlowQueries:
@@ -345,6 +348,60 @@ class ControlFlowQueries:
         if type(node) in (cst.FunctionDef, cst.ClassDef):
             return []
         return [item for item in iter_expression_nodes(node) if type(item) is cst.Call]
+
+    def _may_train(self, call, owner: str, ctx: Context) -> bool:
+        """Can a training routine train ``owner``: it names ``owner`` (or the object holding
+        it, ``self`` for ``self.model``), or no other module (``trainer.train()``)?"""
+        mentioned = mentioned_keys(call)
+        if owner in mentioned or owner.partition(".")[0] in mentioned and "." in owner:
+            return True
+        return not any(
+            self.is_module(part, ctx)
+            for part in iter_expression_nodes(call)
+            if type(part) in (cst.Name, cst.Attribute) and dotted_name(part) not in (None, owner)
+        )
+
+    def _training_routine(self, call, name: str) -> bool:
+        """``train(model, loader)``, ``train_one_epoch(...)``, ``trainer.fit(model)``,
+        ``trainer.train()``; not the mode switch ``module.train()`` / ``module.train(mode)``."""
+        words = _TRAINING_WORD_RE.findall(name.lower())
+        if not words:
+            return False
+        if words[0] in ("optimize", "optimizer", "minimize") and type(call.func) is cst.Name:
+            return bool(call.args)  # optimizer(mll, closure=closure), minimize(model, ...)
+        if words[0] not in ("train", "training", "fit", "finetune"):
+            return False  # check_train_batch_size(...), get_train_loader(...)
+        receiver = dotted_name(call.func.value) if type(call.func) is cst.Attribute else None
+        if receiver is not None and "trainer" in receiver.lower():
+            return True
+        if name == "train" and type(call.func) is cst.Attribute:
+            return len(call.args) >= 2
+        return bool(call.args)
+
+    def changes_weights(self, stmt, ctx: Context, keep: str | None = None, owner: str | None = None) -> bool:
+        """Can the statement change a model's weights in place: an optimizer step, a
+        ``backward()`` (its step may be in a helper), a module-defined function that steps, a
+        call named like a training routine (``train(model, loader)``, ``trainer.fit(model)``,
+        not the mode switch ``model.train()``), or ``owner.load_state_dict(other)`` (it copies
+        into the same tensors; with ``owner`` None, any object's). ``keep``: a key whose own
+        restoring ``load_state_dict(keep)`` does not count."""
+        if self.statement_backpropagates(stmt, ctx):
+            return True
+        for call in self.calls_in(stmt):
+            name = call_name(call) or ""
+            if self.stepped_optimizer(call, ctx) is not None:
+                return True
+            if name == "load_state_dict" and call.args:
+                receiver = dotted_name(call.func.value) if type(call.func) is cst.Attribute else None
+                if (owner is None or receiver == owner) and (keep is None or keep not in mentioned_keys(call.args[0].value)):
+                    return True
+                continue
+            if self._training_routine(call, name) and (owner is None or self._may_train(call, owner, ctx)):
+                return True
+            callee = self.called_function(call, ctx)
+            if callee is not None and self.steps_optimizer(callee):
+                return True
+        return False
 
 
 

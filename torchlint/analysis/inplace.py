@@ -8,6 +8,7 @@ from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, PARAMETER_CLASSES
 from torchlint.analysis.syntax import _call_chain, _parameters_owner, _requires_grad_flag, call_arguments, call_name, dotted_name, is_inplace_method, last_part, storage_base, strip_pass_through, strip_views
 from torchlint.analysis.scopes import Binding, Context, Scope
+from torchlint.analysis.syntax import keyword_argument
 
 
 class InPlaceQueries:
@@ -276,3 +277,34 @@ def parameters_owner(iterable, element: tuple[int, ...]) -> str | None:
     if name == "zip" and element and 0 <= element[0] < len(arguments):
         return parameters_owner(arguments[element[0]], element[1:])
     return None
+
+
+# Tensor methods that return a copy on another device or dtype (not a view). `.float()` and
+# `.cpu()` are left out: on the float32 CPU tensor a factory makes by default they return the
+# tensor itself, which stays a leaf.
+COPYING_MOVES = frozenset({"cuda", "to", "double", "half", "bfloat16", "type", "xpu", "npu", "mps", "musa"})
+
+
+class MovedLeafQueries:
+    def moved_grad_leaf(self, value, ctx: Context):
+        """The moving call when ``value`` is a tensor created with ``requires_grad=True`` (or
+        ``.requires_grad_()``) and then copied to a device or dtype in the same expression:
+        ``torch.randn(3, requires_grad=True).cuda()``, ``.to(device)``, ``.double()``. The
+        result is not a leaf: ``backward()`` fills the ``.grad`` of the discarded original."""
+        if type(value) is not cst.Call or type(value.func) is not cst.Attribute:
+            return None
+        if value.func.attr.value not in COPYING_MOVES:
+            return None
+        inner = value.func.value
+        while type(inner) is cst.Call and type(inner.func) is cst.Attribute and inner.func.attr.value in COPYING_MOVES | {"float"}:
+            inner = inner.func.value
+        if type(inner) is not cst.Call:
+            return None
+        device = keyword_argument(inner, "device")
+        if device is not None and value.func.attr.value == "to" and len(value.args) == 1 \
+                and self.code(value.args[0].value) == self.code(device):
+            return None  # created on that device already: `.to()` returns the same leaf
+        if self._creates_grad_leaf(inner, ctx) or (
+                call_name(inner) == "Variable" and _requires_grad_flag(inner, None, False) is True):
+            return value
+        return None

@@ -356,3 +356,150 @@ class OptimizerQueries:
             for binding in bindings
         )
 
+
+# ---------------------------------------------------------------------- grad scalers and state dicts
+# (questions of the second wave's TL503 / TL504; kept apart so they merge as one block)
+
+# Gradient clipping that works on whatever `.grad` holds. `accelerator.clip_grad_norm_` and
+# Lightning's `clip_gradients` unscale first themselves, so only torch's own functions count.
+GRADIENT_CLIPPING = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
+# Shallow wrappers that copy the dict but not the tensors: still aliases of the live weights.
+SHALLOW_DICT_COPIES = frozenset({"dict", "OrderedDict", "collections.OrderedDict"})
+
+
+class ScalerQueries:
+    def scaled_backward_scaler(self, call, ctx: Context):
+        """The grad scaler of ``scaler.scale(loss).backward()`` (also through a name bound to
+        ``scaler.scale(loss)``); None for any other call."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value != "backward":
+            return None
+        scaled = func.value
+        key = dotted_name(scaled)
+        if key is not None:
+            binding = self.lookup(key, ctx)
+            if binding is None or binding.kind != "assign" or binding.element:
+                return None
+            scaled = binding.value
+        if type(scaled) is not cst.Call or type(scaled.func) is not cst.Attribute or scaled.func.attr.value != "scale":
+            return None
+        scaler = scaled.func.value
+        return scaler if self.is_grad_scaler(scaler, ctx) else None
+
+    def scaled_backwards(self, scope: Scope) -> list[tuple[object, Context, object]]:
+        """(statement, context, scaler) for every scaled ``backward()`` of a function's own body."""
+        if "scaled_backwards" not in scope._memo:
+            scope._memo["scaled_backwards"] = [
+                (stmt, ctx, scaler)
+                for stmt, ctx in scope.statements if ctx.scope is scope
+                for call in self.calls_in(stmt)
+                for scaler in (self.scaled_backward_scaler(call, ctx),) if scaler is not None
+            ]
+        return scope._memo["scaled_backwards"]
+
+    def is_gradient_clipping(self, call, ctx: Context | None = None) -> bool:
+        """``torch.nn.utils.clip_grad_norm_(...)``, ``nn.utils.clip_grad_value_(...)``, the
+        imported function or a local alias of it (``clip = torch.nn.utils.clip_grad_norm_``),
+        apex's; not a framework's own method of the same name (those unscale first)."""
+        if not self.may_contain("clip_grad"):
+            return False
+        func = call.func
+        if ctx is not None and type(func) is cst.Name and func.value not in self.imports:
+            binding = self.lookup(func.value, ctx)
+            if binding is not None and binding.kind == "assign" and not binding.element:
+                func = binding.value
+        if last_part(dotted_name(func) or "") not in GRADIENT_CLIPPING:
+            return False
+        qualified = self.qualified_name(func)
+        if qualified is None or not qualified.startswith(("torch.nn.utils", "apex.contrib.clip_grad")):
+            return False
+        # clip_grad_norm_(params, float("inf")) measures the norm and clips nothing
+        arguments = call_arguments(call)
+        limit = keyword_argument(call, "max_norm") or (arguments[1] if len(arguments) > 1 else None)
+        return limit is None or "inf" not in self.code(limit, 40).lower()
+
+    def scaler_disabled(self, scaler, ctx: Context) -> bool:
+        """Is the scaler bound to ``GradScaler(..., enabled=False)`` (a literal), or to None, by
+        every binding that may reach ``ctx`` (not when another arm of an ``if`` builds one)?"""
+        key = dotted_name(scaler)
+        bindings = self.reaching_bindings(key, ctx) if key is not None else []
+        return bool(bindings) and all(self._disabled_scaler_binding(binding) for binding in bindings)
+
+    @staticmethod
+    def _disabled_scaler_binding(binding) -> bool:
+        if binding.kind != "assign" or binding.element:
+            return False
+        value = binding.value
+        if type(value) is cst.Name and value.value == "None":
+            return True
+        enabled = keyword_argument(value, "enabled") if type(value) is cst.Call else None
+        return type(enabled) is cst.Name and enabled.value == "False"
+
+    def scaler_updates(self) -> frozenset[str]:
+        """The keys (``scaler``, ``self.grad_scaler``) of every grad scaler ``.update()``d anywhere
+        in the module."""
+        memo = self.module_scope._memo
+        if "scaler_updates" not in memo:
+            memo["scaler_updates"] = frozenset(
+                dotted_name(call.func.value)
+                for stmt, ctx in self.statements_by_type.get("Expr", ())
+                for call in self.calls_in(stmt)
+                if call_name(call) == "update" and type(call.func) is cst.Attribute
+                and self.is_grad_scaler(call.func.value, ctx)
+            )
+        return memo["scaler_updates"]
+
+    def aliasing_state_dict(self, value, ctx: Context):
+        """The ``.state_dict()`` call of a module or optimizer whose tensors ``value`` shares
+        rather than copies: the call itself, ``.copy()`` / ``dict()`` / ``OrderedDict()`` of it,
+        a dict literal holding it, or ``{k: v for k, v in sd.items()}`` (``v.detach()``, ``v.data``
+        included). None when ``value`` copies the tensors (``deepcopy``, ``v.clone()``,
+        ``v.cpu()``) or is no state dict."""
+        kind = type(value)
+        if kind is cst.Dict:
+            for element in value.elements:
+                found = self.aliasing_state_dict(element.value, ctx) if type(element) is cst.DictElement else None
+                if found is not None:
+                    return found
+            return None
+        if kind is cst.DictComp:
+            return self._aliasing_comprehension(value, ctx)
+        if kind is not cst.Call:
+            return None
+        func = value.func
+        if type(func) is cst.Attribute and func.attr.value == "copy" and not value.args:
+            return self.aliasing_state_dict(func.value, ctx)
+        if dotted_name(func) in SHALLOW_DICT_COPIES and len(value.args) == 1 and not value.args[0].keyword:
+            return self.aliasing_state_dict(value.args[0].value, ctx)
+        if type(func) is not cst.Attribute or func.attr.value != "state_dict":
+            return None
+        owner = strip_pass_through(func.value)
+        if type(owner) is cst.Attribute and owner.attr.value == "module":
+            owner = owner.value  # model.module: the module DataParallel / DDP wraps
+        return value if self.is_module(owner, ctx) or self.is_optimizer(owner, ctx) else None
+
+    def _aliasing_comprehension(self, comp, ctx: Context):
+        """``{k: v for k, v in model.state_dict().items()}``: a new dict of the same tensors."""
+        for_in = comp.for_in
+        iterable = for_in.iter
+        if for_in.inner_for_in is not None or type(iterable) is not cst.Call or call_name(iterable) != "items":
+            return None
+        found = self.aliasing_state_dict(iterable.func.value, ctx)
+        if found is None or type(for_in.target) is not cst.Tuple or len(for_in.target.elements) != 2:
+            return None
+        tensor = dotted_name(for_in.target.elements[1].value)
+        value = comp.value
+        while type(value) is cst.Call and call_name(value) == "detach" and not value.args:
+            value = value.func.value
+        if type(value) is cst.Attribute and value.attr.value == "data":
+            value = value.value
+        return found if tensor is not None and dotted_name(value) == tensor else None
+
+    def constructs_optimizer(self, call) -> bool:
+        """Does the call build an optimizer: ``torch.optim.SGD(...)``, ``AdamW(...)``, a class
+        named ``*Optimizer``?"""
+        qualified = self.qualified_name(call.func) or ""
+        name = last_part(dotted_name(call.func) or "")
+        if qualified.startswith("torch.optim.") and "." not in qualified[12:] and name[:1].isupper():
+            return True
+        return name in OPTIMIZER_CLASSES or bool(OPTIMIZER_CLASS_RE.search(name))

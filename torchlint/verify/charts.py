@@ -26,6 +26,8 @@ Panel kinds (the ``metric`` of a panel):
   batch norm's running mean moved, how far two identical inference calls differ, how far a
   dataset's stored item drifted from its original value, how far a gradient is from the
   correct one.
+- ``first_update``, ``snapshot_drift``, ``reset_error``, ``grad_is_none``, ``finite_params``: figures recorded per
+  step or per run, drawn the same way as ``param_delta``.
 - ``outcome``: whether each ``run(n)`` completed or raised, the exception, and the step it
   happened at.
 - ``text``: no measurement to draw (``needs-cuda``, or an error before measuring).
@@ -283,6 +285,48 @@ def grad_error(record: dict[str, Any]) -> Panel:
                            "max |grad - correct grad|")
 
 
+def _figure_panel(record: dict[str, Any], name: str, title: str, ylabel: str) -> Panel:
+    """A figure recorded every step (drawn against the step) or once per run (against n)."""
+    series = []
+    for side in SIDES:
+        figures = record[side]
+        last = (figures.get("figures") or {}).get(name)
+        if isinstance(last, list):
+            series.append(Series(side, _label(record, side), list(range(1, len(last) + 1)), list(last)))
+            continue
+        runs = figures.get("run_figures") or []
+        points = [(steps, run.get(name)) for steps, run in zip(figures["steps"], runs)]
+        points = [(steps, value) for steps, value in points if isinstance(value, (int, float))]
+        if points:
+            series.append(Series(side, _label(record, side), [p[0] for p in points], [p[1] for p in points]))
+    return Panel(name, "line", title, "steps run", ylabel, series, "" if series else f"no {name} recorded")
+
+
+def first_update(record: dict[str, Any]) -> Panel:
+    return _figure_panel(record, "first_update", "how far the first optimizer step moved the parameters",
+                         "‖θ₁ − θ₀‖ (L2)")
+
+
+def snapshot_drift(record: dict[str, Any]) -> Panel:
+    return _figure_panel(record, "snapshot_drift", "how far a state-dict snapshot moved after it was taken",
+                         "largest change (0 = as taken)")
+
+
+def reset_error(record: dict[str, Any]) -> Panel:
+    return _figure_panel(record, "reset_error", "distance from the initial weights after the reset",
+                         "‖θ − θ₀‖ (L2, 0 = reset)")
+
+
+def finite_params(record: dict[str, Any]) -> Panel:
+    return _figure_panel(record, "finite_params", "are all weights finite after each step?",
+                         "1 = finite, 0 = inf/NaN")
+
+
+def grad_is_none(record: dict[str, Any]) -> Panel:
+    return _figure_panel(record, "grad_is_none", "is the tensor's .grad None after backward()?",
+                         "1 = None, 0 = a gradient")
+
+
 def raise_step(steps: list[int], raised: list[bool]) -> str:
     """Where the first exception happened, from which step counts completed and which raised."""
     if True not in raised:
@@ -340,5 +384,10 @@ _BUILDERS = {
     "array_drift": array_drift,
     "grad_error": grad_error,
     "outcome": outcome,
+    "first_update": first_update,
+    "snapshot_drift": snapshot_drift,
+    "reset_error": reset_error,
+    "grad_is_none": grad_is_none,
+    "finite_params": finite_params,
 }
 PANEL_KINDS = frozenset(_BUILDERS)
