@@ -30,7 +30,10 @@ NEUTRAL_BASES = frozenset({
     "nn.Module", "Module", "torch.nn.Module", "torch.nn.modules.module.Module",
 })
 # reaches_call's questions: the predicate (a method of the analysis) each one asks of a call
-REACHED_CALLS = {"backward": "_is_backward_call", "step": "_is_step_call", "clear": "_is_clearing_call"}
+REACHED_CALLS = {
+    "backward": "_is_backward_call", "step": "_is_step_call", "clear": "_is_clearing_call",
+    "unscale": "_is_unscale_call", "update": "_is_update_call",
+}
 
 
 def in_owner(method):
@@ -262,6 +265,17 @@ class SummaryQueries:
                 break
         memo[key] = result
         return result
+
+    def call_reaches(self, call, ctx: Context, question: str) -> bool:
+        """Does this call run a project-defined function that reaches ``question``?"""
+        callee = self.called_function(call, ctx)
+        return callee is not None and self.reaches_call(callee, question)
+
+    def _is_unscale_call(self, call, ctx: Context) -> bool:
+        return "unscale" in (dotted_name(call.func) or "").lower()  # scaler.unscale_(opt)
+
+    def _is_update_call(self, call, ctx: Context) -> bool:
+        return call_name(call) == "update"  # scaler.update()
 
     def backpropagates(self, scope: Scope) -> bool:
         return self.reaches_call(scope, "backward")

@@ -281,8 +281,7 @@ else:
             for call in analysis.calls_in(stmt):
                 if "unscale" in (dotted_name(call.func) or "").lower():
                     return True
-                if analysis.call_reaches(call, stmt_ctx, "unscale",
-                                         lambda inner, _: "unscale" in (dotted_name(inner.func) or "").lower()):
+                if analysis.call_reaches(call, stmt_ctx, "unscale"):
                     return True
         return False
 
@@ -351,6 +350,6 @@ else:
                 if _BOOKKEEPING_RE.search(call_name(call) or ""):
                     continue  # checkpointer.save(model, optimizer, scaler): saved, not updated
                 callee = analysis.called_function(call, stmt_ctx)
-                if callee is None or analysis.reaches_call(callee, "update", lambda inner, _: call_name(inner) == "update"):
+                if callee is None or analysis.reaches_call(callee, "update"):
                     return True
         return False
