@@ -117,7 +117,8 @@ class ControlFlowQueries:
         )
 
     def _callees(self, stmt, ctx: Context) -> list:
-        return [self.called_function(call, ctx) for call in self.calls_in(stmt)]
+        return [self.called_function(call, ctx, True, ("backward", "autograd", ".step("))
+                for call in self.calls_in(stmt)]
 
     def runs_every_iteration(self, ctx: Context) -> bool:
         """Does the statement run on every iteration of its innermost loop? Not under an ``if`` /

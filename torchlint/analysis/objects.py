@@ -3,6 +3,10 @@ scaler."""
 
 from __future__ import annotations
 
+import re
+
+from torchlint.analysis.project import project
+
 
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
@@ -14,6 +18,10 @@ from torchlint.analysis.vocabulary import (
 
 # receivers of those methods that are not modules: torch itself, data and frames
 NOT_MODULE_RECEIVERS = frozenset({"torch", "self", "np", "numpy", "pd", "df", "dataset", "data"})
+
+
+# Hugging Face's from_pretrained also builds what is no model.
+NOT_A_MODEL_FACTORY_RE = re.compile(r"Tokenizer|Processor|FeatureExtractor|Config|Scheduler|Pipeline", re.I)
 
 
 class ModuleQueries:
@@ -76,7 +84,24 @@ class ModuleQueries:
         if self.has_module_evidence(key, ctx):
             return True
         binding = self.lookup(key, ctx)
+        if binding is not None and binding.kind == "param":
+            return self._annotated_module(binding)
         return binding is not None and binding.kind == "assign" and self._binding_is_module(binding)
+
+    def _annotated_module(self, binding) -> bool:
+        """A parameter annotated with a module class: ``model: nn.Module``, ``model: Model``
+        (a project class that subclasses ``nn.Module``)."""
+        function = binding.stmt
+        params = getattr(function, "params", None)
+        if params is None:
+            return False
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == binding.key and param.annotation is not None:
+                annotation = param.annotation.annotation
+                if type(annotation) is cst.SimpleString:
+                    return False  # a string annotation: not worth parsing
+                return self.is_module_class(annotation)
+        return False
 
     def has_module_evidence(self, key: str, ctx: Context) -> bool:
         """Does ``key`` (``net_g``, ``self.G``) receive a method only modules have
@@ -124,6 +149,8 @@ class ModuleQueries:
         if name.endswith("deepcopy"):
             arguments = call_arguments(call)
             return bool(arguments) and self.is_module(arguments[0], ctx)
+        if NOT_A_MODEL_FACTORY_RE.search(name):
+            return False  # AutoTokenizer / AutoImageProcessor / AutoConfig.from_pretrained(...)
         return bool(MODULE_FACTORY_RE.search(name))
 
     def is_module_class(self, expr) -> bool:
@@ -141,8 +168,17 @@ class ModuleQueries:
             return self._local_class_is_module(name, set())
         if tail[:1].isupper() and MODULE_CLASS_RE.search(tail):
             return True
-        imported = self.class_named(expr) if tail[:1].isupper() else None  # from models import Generator
-        return imported is not None and imported.owner._local_class_is_module(imported.name, set())
+        return tail[:1].isupper() and self._project_class_is_module(name)  # from models import Generator
+
+    def _project_class_is_module(self, name: str) -> bool:
+        """Is the class an imported name refers to in another module of the project an
+        ``nn.Module`` subclass? (Read with Python's parser, not analysed: see ``project``.)"""
+        if not self.path or self.path.startswith("<") or name.partition(".")[0] not in self.imports:
+            return False
+        memo = self.module_scope._memo.setdefault("project classes", {})
+        if name not in memo:
+            memo[name] = project().class_is_module(self.path, self.imports, name)
+        return memo[name]
 
     def _local_class_is_module(self, name: str, seen: set) -> bool:
         """Is the class ``name`` of this module an ``nn.Module`` subclass, through its bases in
@@ -162,8 +198,7 @@ class ModuleQueries:
             qualified = self.qualified_name(base.value) or base_name
             if qualified.startswith("torch.nn.") or MODULE_CLASS_RE.search(last_part(base_name)):
                 return True
-            imported = self.class_named(base.value)
-            if imported is not None and imported.owner._local_class_is_module(imported.name, seen):
+            if self._project_class_is_module(base_name):
                 return True
         return False
 

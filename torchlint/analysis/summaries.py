@@ -20,7 +20,7 @@ import functools
 from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
 from torchlint.analysis.syntax import call_name, dotted_name, is_test_file
-from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, is_clearing_call_name
+from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, GradMode, is_clearing_call_name
 from torchlint.lazy import cst
 
 MAX_CALL_DEPTH = 4
@@ -33,6 +33,11 @@ NEUTRAL_BASES = frozenset({
 REACHED_CALLS = {
     "backward": "_is_backward_call", "step": "_is_step_call", "clear": "_is_clearing_call",
     "unscale": "_is_unscale_call", "update": "_is_update_call",
+}
+# What a module's text must contain for one of its functions to reach the call at all.
+REACHED_TEXT = {
+    "backward": ("backward", "autograd", ".step("), "step": (".step(",), "clear": ("zero_grad", ".grad"),
+    "unscale": ("unscale",), "update": (".update(",),
 }
 
 
@@ -55,7 +60,7 @@ def in_owner(method):
 class SummaryQueries:
     # ------------------------------------------------------------------ resolving calls
 
-    def called_function(self, call, ctx: Context, foreign: bool = True) -> Scope | None:
+    def called_function(self, call, ctx: Context, foreign: bool = True, mentioning: tuple = ()) -> Scope | None:
         """The scope of the project-defined function or method a call runs: ``helper(x)``
         (a module function or a closure in force at the call), ``self.method(x)`` /
         ``cls.method(x)`` (through the class and its bases), ``meter.update(x)`` on an instance
@@ -68,7 +73,7 @@ class SummaryQueries:
             if binding is not None and binding.kind == "def":
                 return self.scopes.get(id(binding.value))
             if foreign and binding is not None and binding.kind == "import":
-                found = self.project_definition(func.value)
+                found = self.project_definition(func.value, mentioning)
                 return found if found is not None and found.kind == "function" else None
             return None
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in ("self", "cls"):
@@ -80,21 +85,27 @@ class SummaryQueries:
             if foreign and type(func.value) is cst.Name:
                 binding = self.lookup(func.value.value, ctx)
                 if binding is not None and binding.kind == "import":  # utils.train_step(...)
-                    found = self.project_definition(f"{func.value.value}.{func.attr.value}")
+                    found = self.project_definition(f"{func.value.value}.{func.attr.value}", mentioning)
                     return found if found is not None and found.kind == "function" else None
             class_scope = self.instance_class(func.value, ctx, foreign)
             if class_scope is not None:
                 return self.method_of(class_scope, func.attr.value, set(), foreign)
         return None
 
-    def project_definition(self, dotted: str) -> Scope | None:
+    def project_definition(self, dotted: str, mentioning: tuple = ()) -> Scope | None:
         """The function or class that an imported name (``compute_loss``, ``models.Net``)
-        refers to in another module of the project, if it is one (see ``project``)."""
+        refers to in another module of the project, if it is one (see ``project``). With
+        ``mentioning``, only when that module's text contains one of those strings: a cheap
+        test that spares analysing a module that cannot answer the question."""
         if not self.path or self.path.startswith("<"):
             return None
         root, _, rest = dotted.partition(".")
         target = self.imports.get(root)
         if target is None:
+            return None
+        if mentioning and dotted not in self.module_scope._memo.get("project", {}) and not any(
+            project().mentions(self, dotted, text) for text in mentioning
+        ):
             return None
         memo = self.module_scope._memo.setdefault("project", {})
         if dotted not in memo:
@@ -231,10 +242,13 @@ class SummaryQueries:
 
     @in_owner
     def calls_own_method(self, class_scope: Scope, name: str) -> bool:
-        """Does a method of the class call ``self.name(...)``?"""
+        """Does a method of the class call ``self.name(...)`` with grad disabled? (A base
+        class's ``__call__`` that calls ``self.infer(x)`` with grad on leaves the mode as it is:
+        the override is not run under a mode torchlint cannot see.)"""
         return any(
             type(call.func) is cst.Attribute and call.func.attr.value == name
             and type(call.func.value) is cst.Name and call.func.value.value == "self"
+            and ctx.grad is not GradMode.ENABLED
             for method in self.scopes.values() if method.kind == "function" and method.class_scope is class_scope
             for stmt, ctx in method.statements if ctx.scope is method
             for call in self.calls_in(stmt)
@@ -256,7 +270,10 @@ class SummaryQueries:
         predicate = getattr(self, REACHED_CALLS[question])
         memo[key] = False  # recursion resolves to "no"
         result = False
-        for call, ctx, callee in self.scope_calls(scope):
+        mentioning = REACHED_TEXT[question]
+        for call, ctx, callee in self.scope_calls(scope, foreign=False):
+            if callee is None:  # a function of another project module that can reach it at all
+                callee = self.called_function(call, ctx, True, mentioning)
             if predicate(call, ctx) or (
                 callee is not None and callee is not scope
                 and self.reaches_call(callee, question, depth + 1)
@@ -453,7 +470,13 @@ class SummaryQueries:
         parent = scope.parent
         if parent is None or parent.kind != "class":
             return None
+        needle = f"self.{scope.name}("
         for base in parent.node.bases:
+            name = dotted_name(base.value)
+            if name is None:
+                continue
+            if name not in self.local_classes and not project().mentions(self, name, needle):
+                continue  # the base's module never calls it: no need to analyse that module
             base_scope = self.class_named(base.value)
             if base_scope is not None:
                 where = self.loop_called_methods(base_scope).get(scope.name)

@@ -14,8 +14,8 @@ from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
 from torchlint.rule import Rule
 
 DEFAULT_EVAL_WORDS = (
-    "evaluate", "evaluation", "eval", "validate", "validation", "valid", "val", "test", "predict", "infer",
-    "inference",
+    "evaluate", "evaluation", "eval", "validate", "validation", "valid", "val", "test", "predict", "prediction",
+    "predictions", "infer", "inference",
 )
 # Calling a loss on outputs builds no graph of its own worth reporting: the model call does.
 LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
@@ -413,17 +413,19 @@ def count_flops(model, x):
         if self._is_module_method(scope) and not self._loops_over_batches(scope):
             return None  # a piece of the model's own forward computation
         if not (analysis.may_contain(".detach(") or analysis.may_contain(".numpy(")
-                or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")):
+                or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")
+                or self._name_says_evaluation(name)):
             return None
         if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
             return None
         if analysis.returns_attached(scope) is not None:
             return None
         if any(
-            any(start < caller_ctx.order < end for start, end in self._regions(caller_ctx.scope))
-            for _, caller_ctx in analysis.callers_of(scope)
+            (_repeats(caller_ctx, analysis) or self._loops_forward(call, caller_ctx))
+            and any(start < caller_ctx.order < end for start, end in self._regions(caller_ctx.scope))
+            for call, caller_ctx in analysis.callers_of(scope)
         ):
-            return None  # evaluation code calls it: reported there, at the call
+            return None  # an evaluation loop calls it: reported there, at the call
         owner = scope.parent.node if scope.parent is not None and scope.parent.kind == "class" else scope.node
         if DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(owner)):
             return None  # it freezes parameters or takes input gradients: the grad mode is deliberate
@@ -438,13 +440,16 @@ def count_flops(model, x):
             if forward is None:  # the model itself, not a helper that may differentiate its result
                 call = next((call for call in calls
                              if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)), None)
-                if call is not None:
+                # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
+                if call is not None and not (type(stmt) is cst.Expr and stmt.value is call):
                     forward = stmt, call
             if any(call_name(call) in DETACHING_METHODS for call in calls):
                 converts = True
             if self._lets_graph_out(stmt, ctx, calls):
                 return None
-        return forward if forward is not None and converts else None
+        if forward is None or not (converts or self._name_says_evaluation(name)):
+            return None  # an inference function says so by its results or by its name
+        return forward
 
     def _lets_graph_out(self, stmt, ctx: Context, calls) -> bool:
         """Does the statement keep an attached value beyond the call: yield it, store it into an
