@@ -96,13 +96,13 @@ from torchlint.analysis.attachment import AttachmentQueries
 from torchlint.analysis.flow import ControlFlowQueries
 from torchlint.analysis.grad import GradModeQueries
 from torchlint.analysis.inplace import InPlaceQueries
-from torchlint.analysis.objects import ModuleQueries, OptimizerQueries
+from torchlint.analysis.objects import ModuleQueries, OptimizerQueries, TensorQueries
 from torchlint.analysis.summaries import SummaryQueries
 from torchlint.analysis.walk import ModuleWalk
 
 
 class Analysis(
     ModuleWalk, GradModeQueries, ControlFlowQueries, AttachmentQueries, ModuleQueries,
-    OptimizerQueries, InPlaceQueries, SummaryQueries, ArgumentQueries,
+    OptimizerQueries, InPlaceQueries, SummaryQueries, ArgumentQueries, TensorQueries,
 ):
     """Everything the rules may ask about one module."""
