@@ -43,6 +43,8 @@ def _contiguous_first_is_slower(bad: Measured, good: Measured) -> Outcome:
 CLAIMS = [
     Claim(
         code="NR1",
+        guide="`del outputs  # ERROR: outputs needed for loss.backward()`",
+        guide_source="000_97185e908d0060fb.txt › Common Mistakes › Mistake 1: Deleting Before Backward",
         claim="non-rule: `del outputs` before `backward()` raises no error and leaves gradients identical",
         metric="exception, gradient sums",
         bad=nonrule_program(FILE_NR1, "run_del_outputs"),
@@ -52,6 +54,8 @@ CLAIMS = [
     ),
     Claim(
         code="NR2",
+        guide="Non-contiguous tensors slow down operations … If doing many operations on a tensor, call `.contiguous()` once upfront.",
+        guide_source="004_3c78811699fbbc00.txt › 2. Contiguous Tensors",
         claim="non-rule: `x.t() + 1` is faster than `x.t().contiguous() + 1`, which copies first",
         metric="CPU time per step, bytes allocated per step",
         bad=nonrule_program(FILE_NR2, "run_transposed"),
@@ -168,6 +172,8 @@ def _cleanup_frees_nothing(bad: Measured, good: Measured) -> Outcome:
 CLAIMS += [
     Claim(
         code="NR3",
+        guide="`y = x * 2` / `y.add_(1)  # RuntimeError!` … \"Cannot modify intermediate tensor in-place\"",
+        guide_source="002_0980e50726dfac2c.txt › Autograd Restrictions",
         claim="non-rule: `y = x * 2; y.add_(1)` raises no error and gives the gradients of `y = y + 1`",
         metric="exception, gradient sums",
         bad=nonrule_program(FILE_NR3, "run_inplace"),
@@ -177,6 +183,8 @@ CLAIMS += [
     ),
     Claim(
         code="NR4",
+        guide="`# With checkpoint: saves only layer inputs (~1x memory)`, with one `checkpoint(...)` per layer (`# Without checkpoint: saves all activations (~3x memory)`)",
+        guide_source="001_254e4583fb5b4578.txt › Gradient Checkpointing › Basic Gradient Checkpointing; Memory Savings Example",
         claim="non-rule: a checkpoint around each layer keeps more memory for backward than no checkpointing at all",
         metric="bytes saved for backward after the forward",
         bad=nonrule_program(FILE_NR4, "run_no_checkpoint"),
@@ -186,6 +194,8 @@ CLAIMS += [
     ),
     Claim(
         code="NR5",
+        guide="`result = x + y  # y broadcasts to (1000, 1000, 100) temporarily` (\"MEMORY INEFFICIENT: Broadcasting creates full tensor\"); `x.add(y)` is \"MORE EFFICIENT\"",
+        guide_source="004_3c78811699fbbc00.txt › 4. Broadcasting Awareness",
         claim="non-rule: `x + y` with a broadcast `y` allocates only the output, exactly as `x.add(y)`",
         metric="allocations and bytes allocated per step",
         bad=nonrule_program(FILE_NR5, "run_operator"),
@@ -195,6 +205,8 @@ CLAIMS += [
     ),
     Claim(
         code="NR6",
+        guide="Each `.backward()` call adds to existing gradients. Without clearing, memory grows unbounded.",
+        guide_source="004_3c78811699fbbc00.txt › 2. Check Gradient Accumulation",
         claim="non-rule: without `zero_grad()` memory stays flat (the gradients are wrong instead: TL501)",
         metric="live bytes per step, peak bytes",
         bad=nonrule_program(FILE_NR6, "run_without_zero_grad"),
@@ -204,6 +216,8 @@ CLAIMS += [
     ),
     Claim(
         code="NR7",
+        guide='"Model Pruning for Memory": `prune.ln_structured(model, name="weight", amount=0.3, n=2, dim=0)`, then `prune.remove(model, "weight")`',
+        guide_source="001_254e4583fb5b4578.txt › Model Pruning for Memory › Weight Pruning",
         claim="non-rule: pruning saves no memory: a pruned module holds 3x the dense bytes, the dense size after `prune.remove`",
         metric="bytes of the module's tensors",
         bad=nonrule_program(FILE_NR7, "run_dense"),
@@ -213,6 +227,8 @@ CLAIMS += [
     ),
     Claim(
         code="NR8",
+        guide="`typical_cleanup(tensor)`: `# 2. Delete reference` / `del tensor` / `# That's it! PyTorch cache will handle the rest` (\"sufficient for 99% of cases\")",
+        guide_source="000_97185e908d0060fb.txt › Tensor Clearing Checklist",
         claim="non-rule: `del` of a function's own parameter frees nothing the caller still holds",
         metric="peak bytes",
         bad=nonrule_program(FILE_NR8, "run_without_cleanup"),
