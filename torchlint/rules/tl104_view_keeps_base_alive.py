@@ -161,6 +161,13 @@ for batch in loader:
         """The base of ``value`` when it is a view of part of a tensor made in this iteration,
         which nothing else in the loop keeps whole; else None."""
         analysis = self.analysis
+        loop = ctx.loop
+        if type(value) is cst.Name:
+            # last = out[:, -1]; lasts.append(last)
+            binding = analysis.lookup(value.value, ctx)
+            bound = analysis.bound_value(binding) if binding is not None and loop.contains(binding.ctx.order) else None
+            if bound is not None:
+                value, ctx = bound, binding.ctx
         found = selected_view(value)
         if found is None:
             return None
@@ -173,7 +180,6 @@ for batch in loader:
         if key is None or key.startswith("self."):
             return None  # an attribute of the object: it outlives the iteration anyway
         binding = analysis.lookup(key, ctx) or analysis.lookup(key.partition(".")[0], ctx)
-        loop = ctx.loop
         if binding is None or not (loop.contains(binding.ctx.order) or binding.ctx.order == loop.start):
             return None  # made before the loop: alive anyway
         if self._kept_whole(key, loop, ctx):
