@@ -112,6 +112,19 @@ def test_tl104_quiet_for_lists_and_data_made_before_the_loop():
     """)
 
 
+def test_tl104_quiet_for_numpy_slices():
+    check("TL104", """\
+        import numpy as np
+        import torch
+        scores, firsts = [], []
+        with torch.no_grad():
+            for step, batch in enumerate(loader):
+                probs = model(batch).softmax(-1).cpu().numpy()
+                scores.append(probs[:, 1])
+                firsts.append(np.stack(outputs)[0, :])
+    """)
+
+
 def test_tl104_message_names_the_base():
     source = textwrap.dedent("""\
         import torch

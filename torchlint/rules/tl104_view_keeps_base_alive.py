@@ -22,7 +22,8 @@ class ViewKeepsBaseAlive(Rule):
     stored slice pins the full tensor it was cut from, so a loop that means to keep one
     column of each step's output keeps every step's whole output. Measured on a decoding
     loop keeping the last position of a (16, 64, 256) output: 64x the bytes of the same
-    loop storing `.clone()`d slices. `.detach()` does not help: it is a view too.
+    loop storing `.clone()`d slices. `.detach()` does not help: it is a view too, and so is
+    `.numpy()` of a CPU tensor.
 
     Store a copy of just the part: `out[:, -1].clone()` (`.detach().clone()` for a tensor
     attached to the graph), or `.item()` / `.tolist()` for numbers.
@@ -174,6 +175,8 @@ for batch in loader:
         base, by_syntax = found
         if not by_syntax and not analysis.is_tensor(base, ctx):
             return None  # x[0] may pick an element of a list or tuple
+        if self._numpy_array(base, ctx):
+            return None  # a NumPy slice: the same problem, another library and another fix
         if type(base) is cst.Call:
             return base  # made by the call, in this iteration
         key = dotted_name(base)
@@ -185,6 +188,20 @@ for batch in loader:
         if self._kept_whole(key, loop, ctx):
             return None
         return base
+
+    def _numpy_array(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` a NumPy array by evidence: ``t.numpy()``, ``np.f(...)``, ``m.predict_proba(x)``
+        style results, or a name bound to one?"""
+        if type(expr) in (cst.Name, cst.Attribute):
+            binding = self.analysis.lookup(dotted_name(expr) or "", ctx)
+            expr = self.analysis.bound_value(binding) if binding is not None else None
+        if type(expr) is not cst.Call:
+            return False
+        func = expr.func
+        root = (dotted_name(func) or "").partition(".")[0]
+        if root in ("np", "numpy") or self.analysis.imports.get(root, "").startswith("numpy"):
+            return True
+        return type(func) is cst.Attribute and func.attr.value in ("numpy", "predict_proba", "predict", "to_numpy")
 
     def _kept_whole(self, key: str, loop, ctx: Context) -> bool:
         """Does another statement of the loop store the base itself (or a whole view of it)?"""
