@@ -37,11 +37,14 @@ TORCH_DATA_FACTORIES = frozenset({
 class CheckpointMisuse(Rule):
     """
     ## What it does
-    Finds `torch.utils.checkpoint.checkpoint` calls that cannot do what they are meant to:
-    the reentrant implementation (`use_reentrant=True`, or the argument left out, which
-    still means reentrant on torch 2.x) given only inputs that do not require grad (the
-    batch itself, token ids, masks, detached tensors), and checkpoints around a single
-    layer (`checkpoint(self.fc1, x)`, `checkpoint(self.act, x)`, `checkpoint(F.relu, x)`).
+    Finds `torch.utils.checkpoint.checkpoint` calls that cannot work as meant: the
+    reentrant form on inputs that do not require grad, and checkpoints around a single
+    layer.
+
+    The reentrant form is `use_reentrant=True`, or the argument left out, which still
+    means reentrant on torch 2.x; inputs that do not require grad are the batch itself,
+    token ids, masks, detached tensors. A single layer is `checkpoint(self.fc1, x)`,
+    `checkpoint(self.act, x)`, `checkpoint(F.relu, x)`.
 
     ## Why is this bad?
     The reentrant checkpoint runs its function under `torch.no_grad()` and hooks the
