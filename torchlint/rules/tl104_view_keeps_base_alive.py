@@ -36,7 +36,9 @@ class ViewKeepsBaseAlive(Rule):
     reported. `x[0]` with a single index is reported only when `x` is a tensor by evidence
     in the file (a torch function's result, a tensor method's), since it may index a list
     or a model's output tuple; multi-axis indexes, `narrow`, `select` and `diagonal` are
-    tensors by syntax. Not reported: views of tensors that outlive the iteration anyway
+    tensors by syntax. An index by a name (`x[i]`, `out[:, k]`) counts as advanced indexing,
+    a copy, since the name may hold a tensor or a list; slices with any bounds are views.
+    Not reported: views of tensors that outlive the iteration anyway
     (made before the loop, attributes of `self`), views whose base the loop also stores
     whole, values still attached to the autograd graph (TL101 reports those: the graph
     keeps more than the base), stores into an attribute (`self.last = out[:, -1]` keeps one
