@@ -285,3 +285,45 @@ def test_new_claims_confirmed_on_cpu(cpu_run):
     verdicts = {(r["code"], r["claim"]): r["verdict"] for r in records if r["code"] in NEW_CODES + NEW_NONRULES}
     assert {code for code, _ in verdicts} == set(NEW_CODES + NEW_NONRULES)
     assert set(verdicts.values()) == {"confirmed"}, verdicts
+
+
+# ------------------------------------------------------------------ mutation operators
+def test_mutation_operators_break_correct_code_and_the_rules_see_it(tmp_path, capsys, monkeypatch):
+    import importlib.util
+    import sys
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "mutation.py"
+    spec = importlib.util.spec_from_file_location("mutation_harness", path)
+    harness = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "mutation_harness", harness)  # dataclasses look their module up
+    spec.loader.exec_module(harness)
+    (tmp_path / "decode.py").write_text(textwrap.dedent("""\
+        import torch
+
+        def decode(model, tokens, steps):
+            lasts, rows = [], []
+            for step in range(steps):
+                logits = model(tokens)
+                lasts.append(logits[:, -1].detach().clone())
+                rows.append(logits[0].detach().clone())  # x[0]: no site, may be a list
+                tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
+            return lasts, rows
+
+        def train(model, loader, optimizer, device):
+            weights = torch.tensor([1.0, 2.0]).to(device)
+            criterion = torch.nn.CrossEntropyLoss().to(device)  # a module: no site
+            for x, y in loader:
+                loss = criterion(model(x), y) * weights.sum()
+                loss.backward()
+                optimizer.step()
+    """))
+    out = tmp_path / "mutants.json"
+    assert harness.main([str(tmp_path), "--rules", "TL104,TL404", "-j", "1", "--max-per-rule", "0",
+                         "--json", str(out)]) == 0
+    capsys.readouterr()
+    results = json.loads(out.read_text())
+    results = results["mutants"] if isinstance(results, dict) else results
+    assert sorted((r["rule"], r["line"], r["status"]) for r in results) == [
+        ("TL104", 7, "detected"), ("TL404", 16, "detected")]
