@@ -125,6 +125,23 @@ def test_tl104_quiet_for_numpy_slices():
     """)
 
 
+def test_tl104_quiet_for_batch_of_one_and_results_of_plain_functions():
+    check("TL104", """\
+        import torch
+        import torch.nn.functional as F
+        masks, arcs, steps_kept, decoded = [], [], [], []
+        with torch.no_grad():
+            for step, batch in enumerate(loader):
+                mask = F.interpolate(batch[None].float(), size=(8, 8)).to(torch.bool)[0]
+                masks.append(mask)                               # [None] ... [0]: all of it
+                arcs.append(deviation_series(batch, points)[0, 0])  # may be a NumPy scalar
+                logits = decode_step(model, batch)
+                steps_kept.append(logits[:, 0])                  # a plain function's result
+                y = model(batch)
+                decoded.append(y.argsort(1, descending=True)[:, :5])  # expect: TL104
+    """)
+
+
 def test_tl104_message_names_the_base():
     source = textwrap.dedent("""\
         import torch

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, dotted_name, storage_key, strip_views
+from torchlint.analysis import Context, dotted_name, iter_expression_nodes, storage_key, strip_views
 from torchlint.analysis.syntax import selected_view
 from torchlint.lazy import cst
 from torchlint.rule import Rule
@@ -177,8 +177,10 @@ for batch in loader:
         base, by_syntax = found
         if not by_syntax and not analysis.is_tensor(base, ctx):
             return None  # x[0] may pick an element of a list or tuple
-        if self._numpy_array(base, ctx):
-            return None  # a NumPy slice: the same problem, another library and another fix
+        if self._numpy_array(base, ctx) or not self._made_as_tensor(base, ctx):
+            return None  # a NumPy slice, or the result of a function that may return one
+        if _batch_of_one(value, base):
+            return None  # m[None] ... [0]: the index removes a dimension of size one
         if type(base) is cst.Call:
             return base  # made by the call, in this iteration
         key = dotted_name(base)
@@ -190,6 +192,34 @@ for batch in loader:
         if self._kept_whole(key, loop, ctx):
             return None
         return base
+
+    def _made_as_tensor(self, base, ctx: Context) -> bool:
+        """Is the base, when it is (or is bound to) a call, made by torch: a torch function or a
+        tensor method, a forward pass, a method of a forward pass's result? A plain function or
+        an unknown object's method may return a NumPy array, whose ``a[0, 0]`` is a copy.
+        Anything else (an unpacked tuple element, arithmetic) keeps the syntax's word."""
+        analysis = self.analysis
+        if type(base) in (cst.Name, cst.Attribute):
+            if analysis.is_tensor(base, ctx):
+                return True
+            key = dotted_name(base) or ""
+            binding = analysis.lookup(key, ctx) or analysis.lookup(key.partition(".")[0], ctx)
+            value = analysis.bound_value(binding) if binding is not None else None
+            if type(value) is not cst.Call:
+                return True
+            base, ctx = value, binding.ctx
+        if type(base) is not cst.Call:
+            return True
+        if analysis.is_tensor(base, ctx) or analysis.is_module(base.func, ctx):
+            return True
+        func = base.func
+        return type(func) is cst.Attribute and (analysis.is_tensor(func.value, ctx) or self._forward_result(func.value, ctx))
+
+    def _forward_result(self, expr, ctx: Context) -> bool:
+        """Is ``expr`` a name bound to a forward pass (``y = model(x)``)?"""
+        binding = self.analysis.lookup(dotted_name(expr) or "", ctx)
+        value = self.analysis.bound_value(binding) if binding is not None else None
+        return type(value) is cst.Call and self.analysis.is_module(value.func, binding.ctx)
 
     def _numpy_array(self, expr, ctx: Context) -> bool:
         """Is ``expr`` a NumPy array by evidence: ``t.numpy()``, ``np.f(...)``, ``m.predict_proba(x)``
@@ -215,6 +245,26 @@ for batch in loader:
                 if selected_view(expr) is None and dotted_name(strip_views(expr, through_detach=True)) == key:
                     return True
         return False
+
+
+def _batch_of_one(view, base) -> bool:
+    """``F.interpolate(m[None], ...)[0]``, ``model(x.unsqueeze(0))[0]``: a leading ``[0]`` that
+    takes back the dimension of size one the base's own expression added."""
+    if type(view) is not cst.Subscript or len(view.slice) != 1:
+        return False
+    index = view.slice[0].slice
+    if type(index) is cst.Slice or type(index.value) is not cst.Integer or index.value.value != "0":
+        return False
+    for node in iter_expression_nodes(base):
+        if type(node) is cst.Subscript and any(
+            type(element.slice) is cst.Index and type(element.slice.value) is cst.Name
+            and element.slice.value.value == "None" for element in node.slice[:1]
+        ):
+            return True
+        if (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "unsqueeze"
+                and node.args and type(node.args[0].value) is cst.Integer and node.args[0].value.value == "0"):
+            return True
+    return False
 
 
 def _stored_expressions(stmt) -> list:
