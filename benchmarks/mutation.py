@@ -1071,6 +1071,19 @@ def _hoisted_move(value):
     return inner, value
 
 
+def _changed_in_place(loop, name: str) -> bool:
+    """``name += v``, ``name[i] = v`` or ``name.add_(v)`` in the loop's body."""
+    for node in (n for stmt in loop.body for n in walk_scope(stmt)):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return True
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and dotted(node.value) == name:
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_")
+                and not node.func.attr.startswith("_") and dotted(node.func.value) == name):
+            return True
+    return False
+
+
 def sites_tl404(src: Source):
     """``w = torch.f(...).to(device)`` before a training loop that reads ``w`` -> make ``w`` on the
     host and move it at its first use inside the loop, every step."""
@@ -1087,8 +1100,8 @@ def sites_tl404(src: Source):
                     continue
                 found = _hoisted_move(stmt.value)
                 name = stmt.targets[0].id
-                if found is None or _rebound_in(loop, name):
-                    continue
+                if found is None or _rebound_in(loop, name) or _changed_in_place(loop, name):
+                    continue  # a tensor the loop changes must be copied again: no bug to plant
                 inner, moved = found
                 uses = sorted((n for s in loop.body for n in walk_scope(s)
                                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)),

@@ -142,6 +142,19 @@ def test_tl104_quiet_for_batch_of_one_and_results_of_plain_functions():
     """)
 
 
+def test_tl104_items_of_a_batch_and_stores_in_an_inner_loop_over_items():
+    check("TL104", """\
+        import torch
+        history, per_key = [], {}
+        for step, batch in enumerate(loader):
+            history.append(batch["target"][:, :encoder_length].detach())  # expect: TL104
+            with torch.no_grad():
+                losses = criterion(model(batch), batch["target"])
+            for key, val in losses.items():
+                per_key[key].append(val[:, 0, :])  # expect: TL104
+    """)
+
+
 def test_tl104_message_names_the_base():
     source = textwrap.dedent("""\
         import torch

@@ -87,11 +87,12 @@ class ControlFlowQueries:
                     return True
         return False
 
-    def container_outlives_iteration(self, key: str, ctx: Context) -> bool:
+    def container_outlives_iteration(self, key: str, ctx: Context, loop: Loop | None = None) -> bool:
         """Does the container ``key``, stored into by a statement at ``ctx`` inside a loop, keep
-        what it receives beyond the iteration: not a per-step function's local (see
-        ``outlives_call``), not rebuilt (``xs = []``) or emptied (``xs.clear()``) in the loop?"""
-        loop = ctx.loop
+        what it receives beyond the iteration of ``loop`` (default: the innermost): not a
+        per-step function's local (see ``outlives_call``), not rebuilt (``xs = []``) or emptied
+        (``xs.clear()``) in the loop?"""
+        loop = loop or ctx.loop
         if loop is None:
             return False
         if loop.implicit is not None and not self.outlives_call(key, ctx):

@@ -223,7 +223,9 @@ def selected_view(expr):
         kind = type(expr)
         if kind is cst.Subscript:
             if not is_view_subscript(expr):
-                return None
+                # a copy (advanced indexing) or a container's item (batch["x"]): the base of
+                # what was selected from it, or no view at all
+                return (expr, by_syntax) if selected else None
             if _selects_part(expr):
                 selected = True
                 by_syntax = by_syntax or len(expr.slice) > 1

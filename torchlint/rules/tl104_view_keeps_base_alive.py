@@ -144,14 +144,17 @@ for batch in loader:
     def _check(self, node, container, value, ctx: Context) -> None:
         analysis = self.analysis
         key = storage_key(container)
-        if key is None or not analysis.is_step_loop(ctx.loop):
+        # the innermost loop that makes steps: `for key, val in losses.items()` inside a loop
+        # over batches stores per batch
+        loop = next((loop for loop in reversed(ctx.loops) if analysis.is_step_loop(loop)), None)
+        if key is None or loop is None:
             return
         values = [element.value for element in value.elements] if type(value) in (cst.List, cst.Tuple) else [value]
         for stored in values:
-            view = self._view_of_fresh_tensor(stored, ctx)
+            view = self._view_of_fresh_tensor(stored, ctx, loop)
             if view is None:
                 continue
-            if not analysis.container_outlives_iteration(key, ctx):
+            if not analysis.container_outlives_iteration(key, ctx, loop):
                 return  # rebuilt or emptied every iteration: nothing outlives it
             if analysis.is_attached(stored, ctx):
                 return  # TL101's: the graph keeps far more than the base
@@ -160,11 +163,10 @@ for batch in loader:
                         self.FIX.format(value=self.operand(stored)))
             return
 
-    def _view_of_fresh_tensor(self, value, ctx: Context):
-        """The base of ``value`` when it is a view of part of a tensor made in this iteration,
-        which nothing else in the loop keeps whole; else None."""
+    def _view_of_fresh_tensor(self, value, ctx: Context, loop):
+        """The base of ``value`` when it is a view of part of a tensor made in this iteration of
+        ``loop``, which nothing else in the loop keeps whole; else None."""
         analysis = self.analysis
-        loop = ctx.loop
         if type(value) is cst.Name:
             # last = out[:, -1]; lasts.append(last)
             binding = analysis.lookup(value.value, ctx)
@@ -183,7 +185,7 @@ for batch in loader:
             return None  # m[None] ... [0]: the index removes a dimension of size one
         if type(base) is cst.Call:
             return base  # made by the call, in this iteration
-        key = dotted_name(base)
+        key = storage_key(base)  # batch["target"][:, :k]: the batch
         if key is None or key.startswith("self."):
             return None  # an attribute of the object: it outlives the iteration anyway
         binding = analysis.lookup(key, ctx) or analysis.lookup(key.partition(".")[0], ctx)

@@ -160,7 +160,7 @@ for step, batch in enumerate(loader):
             return
         if self._changed_in_loop(name, loop):
             return  # the host copy changes: copying it every step may be the point
-        self.report(node, self.MESSAGE.format(call=self.code(call, 50)), self.FIX.format(name=name))
+        self.report(call, self.MESSAGE.format(call=self.code(call, 50)), self.FIX.format(name=name))
 
     def _check_factory(self, node, call, factory, ctx: Context) -> None:
         qualified = self.analysis.qualified_name(factory.func) or ""
@@ -172,7 +172,7 @@ for step, batch in enumerate(loader):
             return  # a CPU generator cannot draw on the device: made on the CPU on purpose
         if type(node) is cst.Assign and self._allocation_in_loop(node, ctx):
             return  # TL403 reports it: made once before the loop, it is copied once
-        self.report(node, self.FACTORY_MESSAGE.format(call=self.code(call, 50)),
+        self.report(call, self.FACTORY_MESSAGE.format(call=self.code(call, 50)),
                     self.FACTORY_FIX.format(factory=f"torch.{last_part(qualified)}"))
 
     def _allocation_in_loop(self, node, ctx: Context) -> bool:
