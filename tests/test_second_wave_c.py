@@ -129,7 +129,7 @@ def test_tl104_quiet_for_batch_of_one_and_results_of_plain_functions():
     check("TL104", """\
         import torch
         import torch.nn.functional as F
-        masks, arcs, steps_kept, decoded = [], [], [], []
+        masks, arcs, steps_kept, decoded, per_item = [], [], [], [], {}
         with torch.no_grad():
             for step, batch in enumerate(loader):
                 mask = F.interpolate(batch[None].float(), size=(8, 8)).to(torch.bool)[0]
@@ -139,6 +139,11 @@ def test_tl104_quiet_for_batch_of_one_and_results_of_plain_functions():
                 steps_kept.append(logits[:, 0])                  # a plain function's result
                 y = model(batch)
                 decoded.append(y.argsort(1, descending=True)[:, :5])  # expect: TL104
+                outputs = codec.encode(batch.unsqueeze(0))
+                codes = outputs.audio_codes.transpose(1, -1)
+                decoded.append(codes[0])                         # the unsqueezed batch of one
+                for b in range(batch.shape[0]):
+                    per_item[b] = y[:, b:b + 1].detach()         # together: all of y
     """)
 
 

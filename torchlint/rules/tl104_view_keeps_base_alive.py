@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, dotted_name, iter_expression_nodes, storage_key, strip_views
-from torchlint.analysis.syntax import selected_view
+from torchlint.analysis import Context, dotted_name, iter_expression_nodes, mentioned_keys, storage_key, strip_views
+from torchlint.analysis.syntax import is_view_subscript, selected_view
 from torchlint.lazy import cst
 from torchlint.rule import Rule
 
@@ -181,8 +181,10 @@ for batch in loader:
             return None  # x[0] may pick an element of a list or tuple
         if self._numpy_array(base, ctx) or not self._made_as_tensor(base, ctx):
             return None  # a NumPy slice, or the result of a function that may return one
-        if _batch_of_one(value, base):
+        if _batch_of_one(value, self._origins(base, ctx, loop)):
             return None  # m[None] ... [0]: the index removes a dimension of size one
+        if self._indexed_by_inner_loop(value, ctx, loop):
+            return None  # for b in range(bs): d[b] = x[:, b]: together the slices are all of x
         if type(base) is cst.Call:
             return base  # made by the call, in this iteration
         key = storage_key(base)  # batch["target"][:, :k]: the batch
@@ -194,6 +196,33 @@ for batch in loader:
         if self._kept_whole(key, loop, ctx):
             return None
         return base
+
+    def _origins(self, base, ctx: Context, loop) -> list:
+        """``base`` and the values the names it mentions were bound to in the loop, a few
+        bindings deep: ``codes = out.codes.transpose(1, -1)`` and ``out = codec(x.unsqueeze(0))``."""
+        analysis = self.analysis
+        found, pending, seen = [base], [(base, ctx)], set()
+        while pending and len(found) < 8:
+            expr, expr_ctx = pending.pop()
+            for key in mentioned_keys(expr):
+                binding = analysis.lookup(key, expr_ctx)
+                if binding is None or id(binding) in seen or not loop.contains(binding.ctx.order):
+                    continue
+                seen.add(id(binding))
+                value = binding.value if binding.kind == "assign" else None
+                if value is not None:
+                    found.append(value)
+                    pending.append((value, binding.ctx))
+        return found
+
+    def _indexed_by_inner_loop(self, view, ctx: Context, loop) -> bool:
+        """Does the view's index mention the target of a loop nested in ``loop`` around the store
+        (``for b in range(bs): ... x[:, b:b + 1]``)?"""
+        inner = [each for each in ctx.loops[ctx.loops.index(loop) + 1:] if type(each.node) is cst.For]
+        if not inner:
+            return False
+        targets = set().union(*(mentioned_keys(each.node.target) for each in inner))
+        return any(targets & mentioned_keys(element.slice) for subscript in _subscripts(view) for element in subscript.slice)
 
     def _made_as_tensor(self, base, ctx: Context) -> bool:
         """Is the base, when it is (or is bound to) a call, made by torch: a torch function or a
@@ -249,15 +278,35 @@ for batch in loader:
         return False
 
 
-def _batch_of_one(view, base) -> bool:
+def _subscripts(view) -> list:
+    """The subscripts of a view's chain, outermost first: ``x[0][:, 1:]`` for
+    ``x[0][:, 1:].detach()``."""
+    found = []
+    while True:
+        if type(view) is cst.Subscript:
+            if not is_view_subscript(view):
+                return found
+            found.append(view)
+            view = view.value
+        elif type(view) is cst.Call and type(view.func) is cst.Attribute:
+            view = view.func.value
+        elif type(view) is cst.Attribute:
+            view = view.value
+        else:
+            return found
+
+
+def _batch_of_one(view, origins: list) -> bool:
     """``F.interpolate(m[None], ...)[0]``, ``model(x.unsqueeze(0))[0]``: a leading ``[0]`` that
-    takes back the dimension of size one the base's own expression added."""
-    if type(view) is not cst.Subscript or len(view.slice) != 1:
+    takes back the dimension of size one the base's expression (or one it was computed from,
+    ``origins``) added."""
+    subscripts = _subscripts(view)
+    if len(subscripts) != 1 or len(subscripts[0].slice) != 1:
         return False
-    index = view.slice[0].slice
+    index = subscripts[0].slice[0].slice
     if type(index) is cst.Slice or type(index.value) is not cst.Integer or index.value.value != "0":
         return False
-    for node in iter_expression_nodes(base):
+    for node in (node for origin in origins for node in iter_expression_nodes(origin)):
         if type(node) is cst.Subscript and any(
             type(element.slice) is cst.Index and type(element.slice.value) is cst.Name
             and element.slice.value.value == "None" for element in node.slice[:1]
