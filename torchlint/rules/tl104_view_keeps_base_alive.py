@@ -218,6 +218,8 @@ for batch in loader:
     def _indexed_by_inner_loop(self, view, ctx: Context, loop) -> bool:
         """Does the view's index mention the target of a loop nested in ``loop`` around the store
         (``for b in range(bs): ... x[:, b:b + 1]``)?"""
+        if loop not in ctx.loops:
+            return False
         inner = [each for each in ctx.loops[ctx.loops.index(loop) + 1:] if type(each.node) is cst.For]
         if not inner:
             return False
