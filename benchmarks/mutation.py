@@ -1109,11 +1109,13 @@ def sites_tl404(src: Source):
                 if not uses:
                     continue
                 use = uses[0]
-                suffix = src.segment(moved)[len(src.segment(inner)):]
-                edits = [(src.end(inner), src.end(moved), ""), (src.end(use), src.end(use), suffix)]
+                # `.to(\n    device\n)` goes in on one line: only the removal shifts lines
+                suffix = " ".join(src.segment(moved)[len(src.segment(inner)):].split())
+                removal = (src.end(inner), src.end(moved), "")
+                edits = [removal, (src.end(use), src.end(use), suffix)]
                 yield site(src, "TL404", "move-into-loop", use.lineno,
                            f"moved `{short(suffix, 30)}` of `{name}` from line {stmt.lineno} into the loop",
-                           edits, [use.lineno])
+                           edits, [src.mut_line([removal], src.start(use))])
 
 
 OPERATORS = {
