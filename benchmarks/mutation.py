@@ -1335,6 +1335,127 @@ def sites_tl303(src: Source):
                        span_lines(stmt))
 
 
+# TL104 / TL404 ----------------------------------------------------------------------------------
+
+def _view_of_part(expr) -> bool:
+    """``out[:, -1]``, ``x[0, 1:]``, ``h.narrow(...)`` / ``.select(...)`` / ``.diagonal()``,
+    optionally followed by ``.detach()``: a basic-index view of part of a tensor, by syntax."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "detach":
+        expr = expr.func.value
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        return expr.func.attr in ("narrow", "select", "diagonal")
+    if not isinstance(expr, ast.Subscript) or not isinstance(expr.slice, ast.Tuple):
+        return False  # x[0] may index a list: only multi-axis indexes are tensors by syntax
+    for element in expr.slice.elts:
+        if isinstance(element, ast.Slice):
+            continue
+        if isinstance(element, ast.UnaryOp) and isinstance(element.op, ast.USub):
+            element = element.operand
+        if not (isinstance(element, ast.Constant) and (element.value is None or isinstance(element.value, int))):
+            return False  # a tensor or list index: advanced indexing copies
+    return True
+
+
+def sites_tl104(src: Source):
+    """``xs.append(out[:, -1].detach().clone())`` (or ``.cpu()``, a copy for a device tensor) in a
+    loop -> drop the copy (detached, or under no_grad: an attached slice is TL101's finding)."""
+    for node in ast.walk(src.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
+                and len(node.args) == 1 and not node.keywords):
+            continue
+        stmt = getattr(node, "_parent", None)
+        arg = node.args[0]
+        if not isinstance(stmt, ast.Expr) or not (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+                                                  and arg.func.attr in ("clone", "cpu")
+                                                  and not arg.args and not arg.keywords):
+            continue
+        loops = enclosing_loops(stmt)
+        if not loops or runs_once(loops[0]):
+            continue
+        view = arg.func.value
+        detached = "detach" in {n.func.attr for n in ast.walk(view) if isinstance(n, ast.Call)
+                                and isinstance(n.func, ast.Attribute)}
+        if not _view_of_part(view) or not (detached or under_grad_off(stmt)):
+            continue
+        container = dotted(node.func.value)
+        if container is not None and _rebound_in(loops[0], container):
+            continue  # a fresh container per iteration
+        edits = [(src.end(view), src.end(arg), "")]
+        copy = arg.func.attr
+        yield site(src, "TL104", f"append-drop-{copy}", stmt.lineno,
+                   f"removed .{copy}() from `{short(src.segment(stmt))}`", edits, [stmt.lineno])
+
+
+DEVICE_ARG_RE = re.compile(r"device|^dev$|gpu|cuda|rank", re.I)
+
+
+def _hoisted_move(value):
+    """(moved expression, the ``.to(device)`` / ``.cuda()`` text) for ``torch.f(...).to(device)``."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return None
+    if value.func.attr == "cuda" and not value.keywords and not value.args:
+        inner = value.func.value
+    elif value.func.attr == "to" and len(value.args) == 1 and not value.keywords:
+        target = dotted(value.args[0]) or ""
+        if not DEVICE_ARG_RE.search(target.rpartition(".")[2]) or "cpu" in target.lower():
+            return None
+        inner = value.func.value
+    else:
+        return None
+    function = dotted(inner.func) if isinstance(inner, ast.Call) else None
+    if not function or not function.startswith("torch.") or function.startswith("torch.nn.") \
+            or not function.rpartition(".")[2][:1].islower():
+        return None  # a tensor by evidence: a torch function's result (not a module)
+    return inner, value
+
+
+def _changed_in_place(loop, name: str) -> bool:
+    """``name += v``, ``name[i] = v`` or ``name.add_(v)`` in the loop's body."""
+    for node in (n for stmt in loop.body for n in walk_scope(stmt)):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return True
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and dotted(node.value) == name:
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_")
+                and not node.func.attr.startswith("_") and dotted(node.func.value) == name):
+            return True
+    return False
+
+
+def sites_tl404(src: Source):
+    """``w = torch.f(...).to(device)`` before a training loop that reads ``w`` -> make ``w`` on the
+    host and move it at its first use inside the loop, every step."""
+    scopes = [src.tree] + [node for node in ast.walk(src.tree) if isinstance(node, FUNCTIONS)]
+    loops = list(training_loops(src))
+    for scope in scopes:
+        for loop in loops:
+            if (enclosing_function(loop) or src.tree) is not scope:
+                continue
+            for stmt in scope.body:
+                if stmt.lineno >= loop.lineno:
+                    break
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                    continue
+                found = _hoisted_move(stmt.value)
+                name = stmt.targets[0].id
+                if found is None or _rebound_in(loop, name) or _changed_in_place(loop, name):
+                    continue  # a tensor the loop changes must be copied again: no bug to plant
+                inner, moved = found
+                uses = sorted((n for s in loop.body for n in walk_scope(s)
+                               if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)),
+                              key=lambda n: (n.lineno, n.col_offset))
+                if not uses:
+                    continue
+                use = uses[0]
+                # `.to(\n    device\n)` goes in on one line: only the removal shifts lines
+                suffix = " ".join(src.segment(moved)[len(src.segment(inner)):].split())
+                removal = (src.end(inner), src.end(moved), "")
+                edits = [removal, (src.end(use), src.end(use), suffix)]
+                yield site(src, "TL404", "move-into-loop", use.lineno,
+                           f"moved `{short(suffix, 30)}` of `{name}` from line {stmt.lineno} into the loop",
+                           edits, [src.mut_line([removal], src.start(use))])
+
+
 OPERATORS = {
     "TL101": sites_tl101,
     "TL102": sites_tl102,
@@ -1352,10 +1473,16 @@ OPERATORS = {
     "TL503": sites_tl503,
     "TL504": sites_tl504,
     "TL303": sites_tl303,
+    "TL104": sites_tl104,
+    "TL404": sites_tl404,
 }
 NOT_COVERED = {
     "TL403": "no operator: a reusable-buffer site cannot be recognised generically (see mutation.md)",
     "TL304": "no operator: no __getitem__ in the corpora copies stored data before changing it in place (see mutation.md)",
+
+
+    "TL104": sites_tl104,
+    "TL404": sites_tl404,
 }
 
 

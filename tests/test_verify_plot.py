@@ -31,6 +31,15 @@ FIRST_PANEL = {
     "TL504": {"snapshot_drift", "reset_error"},
     "NR1": {"outcome"},
     "NR2": {"time_per_step"},
+    "TL104": {"live_bytes"},
+    "TL203": {"param_delta", "live_bytes"},
+    "TL404": {"buffer_allocations", "allocations_per_step"},
+    "NR3": {"outcome"},
+    "NR4": {"live_bytes"},
+    "NR5": {"allocations_per_step"},
+    "NR6": {"live_bytes"},
+    "NR7": {"live_bytes"},
+    "NR8": {"peak_bytes"},
 }
 RAISES_AT = {"TL103": 2, "TL301": 1, "TL302": 1}  # the step the bad program's exception happens at
 

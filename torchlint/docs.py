@@ -72,7 +72,8 @@ def explain_invalid_file() -> str:
     return f"# TL000 invalid-file\n\nDefault: on (cannot be selected away, only ignored).\n\n{INVALID_FILE_HELP}\n"
 
 
-def render_index(rules: Sequence[type[Rule]] | None = None) -> str:
+def render_index(rules: Sequence[type[Rule]] | None = None, evidence: list[dict] | None = None,
+                 nonrules: Sequence | None = None) -> str:
     rules = _rules(rules)
     lines = [
         "# torchlint rules", "", GENERATED_NOTE, "",
@@ -87,7 +88,54 @@ def render_index(rules: Sequence[type[Rule]] | None = None) -> str:
         "", "`TL000` (`invalid-file`) is reported for a file that cannot be read, decoded or parsed.",
         "", "Evidence on each page comes from `torchlint verify --output-file rules/evidence.json --format json`.",
     ]
+    lines += _nonrule_lines(_nonrules(nonrules), evidence or [])
     return "\n".join(lines) + "\n"
+
+
+def _nonrule_lines(nonrules: Sequence, evidence: list[dict]) -> list[str]:
+    """The section listing the guides' advice that `torchlint verify` measures and refutes: one
+    entry per non-rule claim, with the guide's words, where they are, what was measured instead
+    and the verdict recorded in the evidence."""
+    if not nonrules:
+        return []
+    lines = [
+        "", "## Non-rules: advice from the guides that measures false", "",
+        "Some advice in the PyTorch memory guides this project follows is wrong when measured. torchlint has no",
+        "rule for it, and `torchlint verify` keeps the measurement on the record: each non-rule runs the code",
+        "the guide warns against and the code it recommends, and checks the refutation with thresholds",
+        "(`torchlint verify NR1`; **confirmed** means the guide is wrong on that torch version).", "",
+    ]
+    for claim in nonrules:
+        text = claim.claim.removeprefix("non-rule: ")
+        entry = f"- **{claim.code}**: {text[:1].upper()}{text[1:]}."
+        if claim.guide:
+            entry += f" The guide: {claim.guide.rstrip('.')}" + (f" ({claim.guide_source})." if claim.guide_source else ".")
+        lines.append(entry)
+        for record in (entry for entry in evidence if entry.get("code") == claim.code and entry.get("claim") == claim.claim):
+            lines.append("  " + _nonrule_evidence(record))
+    return lines
+
+
+def _nonrule_evidence(record: dict) -> str:
+    """One line: the verdict, where it was measured, both programs' figures and the check."""
+    where = ", ".join(str(value) for value in (record.get("device"), record.get("torch_version") and f"torch {record['torch_version']}") if value)
+    parts = [f"Measured: **{record.get('verdict', 'unknown')}**" + (f" ({where})" if where else "")]
+    for side, label in (("bad", "the code the guide warns against"), ("good", "the guide's recommendation")):
+        program = record.get(side)
+        if isinstance(program, dict) and program.get("summary"):
+            parts.append(f"{label}: {program['summary']}")
+    text = "; ".join(parts) + "."
+    if record.get("detail"):
+        text += f" Check: {' '.join(str(record['detail']).split())}."
+    return text
+
+
+def _nonrules(nonrules: Sequence | None) -> Sequence:
+    if nonrules is not None:
+        return nonrules
+    from torchlint.verify.claims.nonrules import CLAIMS  # plain data: no torch import
+
+    return CLAIMS
 
 
 def render_page(rule: type[Rule], evidence: list[dict] | None = None) -> str:
@@ -139,7 +187,7 @@ def expected_pages(directory: str, rules: Sequence[type[Rule]] | None = None) ->
     """File name -> content of every generated page."""
     rules = _rules(rules)
     evidence = load_evidence(directory)
-    pages = {"README.md": render_index(rules)}
+    pages = {"README.md": render_index(rules, evidence)}
     pages.update({f"{rule.CODE}.md": render_page(rule, evidence) for rule in rules})
     return pages
 

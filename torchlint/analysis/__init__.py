@@ -96,7 +96,7 @@ from torchlint.analysis.attachment import AttachmentQueries
 from torchlint.analysis.flow import ControlFlowQueries
 from torchlint.analysis.grad import GradModeQueries
 from torchlint.analysis.inplace import InPlaceQueries, MovedLeafQueries
-from torchlint.analysis.objects import ModuleQueries, OptimizerQueries, ScalerQueries
+from torchlint.analysis.objects import ModuleQueries, OptimizerQueries, ScalerQueries, TensorQueries
 from torchlint.analysis.summaries import SummaryQueries
 from torchlint.analysis.walk import ModuleWalk
 
@@ -104,6 +104,6 @@ from torchlint.analysis.walk import ModuleWalk
 class Analysis(
     ModuleWalk, GradModeQueries, ControlFlowQueries, AttachmentQueries, ModuleQueries,
     OptimizerQueries, InPlaceQueries, SummaryQueries, ArgumentQueries,
-    ScalerQueries, MovedLeafQueries,
+    ScalerQueries, MovedLeafQueries, TensorQueries,
 ):
     """Everything the rules may ask about one module."""

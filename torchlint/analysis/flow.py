@@ -90,6 +90,22 @@ class ControlFlowQueries:
                     return True
         return False
 
+    def container_outlives_iteration(self, key: str, ctx: Context, loop: Loop | None = None) -> bool:
+        """Does the container ``key``, stored into by a statement at ``ctx`` inside a loop, keep
+        what it receives beyond the iteration of ``loop`` (default: the innermost): not a
+        per-step function's local (see ``outlives_call``), not rebuilt (``xs = []``) or emptied
+        (``xs.clear()``) in the loop?"""
+        loop = loop or ctx.loop
+        if loop is None:
+            return False
+        if loop.implicit is not None and not self.outlives_call(key, ctx):
+            return False
+        return not (self.resets_in_loop(key, loop) or self.cleared_in_loop(key, loop))
+
+    def bound_in_loop(self, key: str, loop: Loop) -> bool:
+        """Is ``key`` bound by the loop: its header's target or any statement of its body?"""
+        return any(loop.start <= binding.ctx.order <= loop.end for binding in loop.scope.bindings.get(key, ()))
+
     def loop_backpropagates(self, loop: Loop) -> bool:
         """Does the loop call ``backward()``, in its body or in a module-defined function the
         body calls (``loss = self.train_step(batch)``)?"""

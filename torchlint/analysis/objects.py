@@ -10,7 +10,7 @@ from torchlint.analysis.project import project
 
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
-from torchlint.analysis.syntax import _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
+from torchlint.analysis.syntax import is_view_subscript, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 from torchlint.analysis.vocabulary import (
     MODULE_EVIDENCE_METHODS, MODULE_FACTORY_QUALIFIED, MODULE_FACTORY_RE,
@@ -538,3 +538,100 @@ class ScalerQueries:
         if qualified.startswith("torch.optim.") and "." not in qualified[12:] and name[:1].isupper():
             return True
         return name in OPTIMIZER_CLASSES or bool(OPTIMIZER_CLASS_RE.search(name))
+
+
+
+# torch functions that return a tuple, a non-tensor or a module rather than one tensor: indexing
+# their result picks an element, it does not view a tensor.
+NOT_ONE_TENSOR_TORCH = frozenset({
+    "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "max", "min", "sort",
+    "topk", "kthvalue", "mode", "median", "unique", "unique_consecutive", "svd", "qr", "eig", "eigh",
+    "slogdet", "lu", "histogram", "meshgrid", "broadcast_tensors", "where", "nonzero", "aminmax",
+    "frexp", "std_mean", "var_mean", "load", "save", "device", "no_grad", "enable_grad",
+    "inference_mode", "set_grad_enabled", "manual_seed", "is_tensor", "is_grad_enabled", "compile",
+    "get_default_dtype", "finfo", "iinfo", "Size", "Generator", "dtype",
+})
+# torch namespaces whose lower-case functions return one tensor.
+TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.fft", "torch.special"})
+# Methods that exist on tensors only (a module or a list has none of them) and return a tensor.
+TENSOR_ONLY_METHODS = frozenset({
+    "softmax", "log_softmax", "sigmoid", "tanh", "relu", "permute", "contiguous", "unsqueeze",
+    "squeeze", "view", "view_as", "reshape", "reshape_as", "transpose", "masked_fill", "matmul",
+    "bmm", "mm", "exp", "log", "sqrt", "rsqrt", "pow", "clamp", "narrow", "select", "diagonal",
+    "flatten", "unflatten", "expand", "expand_as", "repeat", "t", "detach", "clone", "abs", "neg",
+    "mul", "div", "add", "sub", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor",
+    "type_as", "index_select", "gather", "roll", "flip", "cumsum", "norm", "float", "double",
+    "long", "int", "bool", "pin_memory", "movedim", "swapaxes",
+})
+# Attributes of model outputs and modules that hold one tensor.
+TENSOR_ATTRIBUTES = frozenset({"logits", "last_hidden_state", "pooler_output", "weight", "bias", "T", "mT", "data", "grad"})
+
+
+class TensorQueries:
+    """Whether a value is a tensor or a Python container, by evidence in the file."""
+
+    def is_python_container(self, key: str, ctx: Context) -> bool:
+        """Is ``key`` bound, where ``ctx`` reads it, to a dict or list built in this file
+        (``{}``, ``[]``, a comprehension, ``dict()``, ``defaultdict(list)``, ``deque()``)?"""
+        binding = self.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element:
+            return False
+        value = binding.value
+        if type(value) in (cst.Dict, cst.List, cst.DictComp, cst.ListComp):
+            return True
+        if type(value) is cst.Call:
+            name = dotted_name(value.func) or ""
+            return last_part(name) in ("dict", "list", "defaultdict", "OrderedDict", "deque")
+        return False
+
+    def is_tensor(self, expr, ctx: Context, depth: int = 0) -> bool:
+        """Is ``expr`` one tensor by evidence: a torch function that returns one, a method only
+        tensors have, a basic index of a tensor, arithmetic on one, a ``.logits`` / ``.weight``
+        attribute, a name bound to any of these or a parameter annotated ``Tensor``? A module's
+        output (maybe a tuple), a loop target or an unknown call is not evidence."""
+        if depth > 8:
+            return False
+        kind = type(expr)
+        if kind is cst.Call:
+            func = expr.func
+            qualified = self.qualified_name(func) or ""
+            namespace, _, function = qualified.rpartition(".")
+            if namespace in TENSOR_NAMESPACES and function[:1].islower():
+                return function not in NOT_ONE_TENSOR_TORCH
+            if type(func) is cst.Attribute and not qualified:
+                if func.attr.value in TENSOR_ONLY_METHODS and not self.is_module(func.value, ctx):
+                    return True
+                if func.attr.value in ("to", "cuda", "cpu", "half", "bfloat16", "requires_grad_"):
+                    return self.is_tensor(func.value, ctx, depth + 1)
+            return False
+        if kind is cst.Subscript:
+            return is_view_subscript(expr) and self.is_tensor(expr.value, ctx, depth + 1)
+        if kind is cst.BinaryOperation:
+            return self.is_tensor(expr.left, ctx, depth + 1) or self.is_tensor(expr.right, ctx, depth + 1)
+        if kind is cst.UnaryOperation:
+            return self.is_tensor(expr.expression, ctx, depth + 1)
+        if kind is cst.Attribute and expr.attr.value in TENSOR_ATTRIBUTES:
+            return True
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        binding = self.lookup(key, ctx)
+        if binding is None:
+            return False
+        if binding.kind == "param":
+            return _annotated_tensor(binding)
+        value = self.bound_value(binding)
+        return value is not None and self.is_tensor(value, binding.ctx, depth + 1)
+
+
+def _annotated_tensor(binding: Binding) -> bool:
+    """Is the parameter ``binding`` annotated ``Tensor`` / ``torch.Tensor`` (or ``Optional`` of it)?"""
+    params = binding.stmt.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == binding.key and param.annotation is not None:
+            annotation = param.annotation.annotation
+            text = dotted_name(annotation) or ""
+            if type(annotation) is cst.Subscript:
+                text = dotted_name(annotation.slice[0].slice.value) or ""
+            return last_part(text) in ("Tensor", "FloatTensor", "LongTensor")
+    return False

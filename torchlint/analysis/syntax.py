@@ -202,6 +202,57 @@ def strip_views(expr, through_detach: bool = False):
             return expr
 
 
+# Methods returning a view of part of their receiver.
+SELECTING_VIEW_METHODS = frozenset({"narrow", "select", "diagonal"})
+# Methods and attributes returning a view (or an alias) of all of their receiver's storage.
+WHOLE_VIEW_METHODS = frozenset({
+    "view", "view_as", "unsqueeze", "squeeze", "transpose", "permute", "t", "unflatten", "movedim",
+    "swapaxes", "expand", "expand_as", "detach", "numpy", "as_strided",
+})
+
+
+def selected_view(expr):
+    """For a basic-index view of part of a tensor (``out[:, -1]``, ``x[0].detach()``,
+    ``h.narrow(1, 0, 4)``, ``m.diagonal()``): ``(base, by_syntax)``, the expression whose storage
+    it views and whether the syntax alone says it is a tensor (a multi-axis index, ``narrow`` /
+    ``select`` / ``diagonal``; ``x[0]`` may index a list). None when the outermost operation
+    copies (``.clone()``, ``.item()``, ``.cpu()``, advanced indexing, arithmetic) or when nothing
+    narrower than the whole tensor is selected (``x[:]``, ``x.view(-1)``)."""
+    selected = by_syntax = False
+    while True:
+        kind = type(expr)
+        if kind is cst.Subscript:
+            if not is_view_subscript(expr):
+                # a copy (advanced indexing) or a container's item (batch["x"]): the base of
+                # what was selected from it, or no view at all
+                return (expr, by_syntax) if selected else None
+            if _selects_part(expr):
+                selected = True
+                by_syntax = by_syntax or len(expr.slice) > 1
+            expr = expr.value
+        elif kind is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in SELECTING_VIEW_METHODS:
+            selected = by_syntax = True
+            expr = expr.func.value
+        elif kind is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in WHOLE_VIEW_METHODS:
+            expr = expr.func.value
+        elif kind is cst.Attribute and expr.attr.value in ("data", "T", "mT"):
+            expr = expr.value
+        else:
+            return (expr, by_syntax) if selected else None
+
+
+def _selects_part(subscript) -> bool:
+    """Does a basic index leave out part of the tensor: an integer, or a slice with a bound?"""
+    for element in subscript.slice:
+        index = element.slice
+        if type(index) is cst.Slice:
+            if index.lower is not None or index.upper is not None:
+                return True
+        elif not (type(index.value) is cst.Ellipsis or (type(index.value) is cst.Name and index.value.value == "None")):
+            return True
+    return False
+
+
 def strip_pass_through(expr):
     """``model`` for ``model.eval().to(device)``."""
     while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in MODULE_PASS_THROUGH_METHODS:

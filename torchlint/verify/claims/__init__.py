@@ -60,6 +60,9 @@ class Claim:
     cuda_check: Callable[[Measured, Measured], Outcome] | None = None  # replaces check on CUDA
     # What `--plot` draws: one panel per entry, each the claim's own metric (see ``charts.py``).
     chart: tuple[str, ...] = ("live_bytes",)
+    # Non-rules only: the guide's claim, quoted, and where it is ("file › section").
+    guide: str = ""
+    guide_source: str = ""
 
 
 def nonrule_program(filename: str, function: str = "run") -> Program:
