@@ -37,6 +37,10 @@ class ModuleQueries:
         if binding is not None and binding.kind in ("def", "class", "import"):
             # a function named like build_model() is not a module; a class is called to build one
             return binding.kind == "import" and self.is_module_class(expr) and not key[:1].isupper()
+        if binding is None and "." in key:
+            root = self.lookup(key.partition(".")[0], ctx)
+            if root is not None and root.kind == "import":
+                return False  # a library's function (`idist.auto_model(model)`), not a model
         if key == "self":
             # a module's own methods: self(x) is its forward pass
             class_scope = ctx.scope.class_scope
@@ -86,7 +90,23 @@ class ModuleQueries:
         binding = self.lookup(key, ctx)
         if binding is not None and binding.kind == "param":
             return self._annotated_module(binding)
-        return binding is not None and binding.kind == "assign" and self._binding_is_module(binding)
+        if binding is None or binding.kind != "assign" or binding.element:
+            return False
+        value = binding.value
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_PASS_THROUGH_METHODS:
+            value = value.func.value
+        if type(value) is not cst.Call:
+            return False
+        if self.is_module_factory(value, binding.ctx):
+            return True
+        # built by a class that is a module for certain, not one merely named like a model
+        # (coremltools' MLModel, sklearn's LinearModel)
+        name = dotted_name(value.func) or ""
+        if (self.qualified_name(value.func) or "").startswith("torch.nn."):
+            return True
+        if "." not in name and name in self.local_classes:
+            return self._local_class_is_module(name, set())
+        return self._project_class_is_module(name) if name else False
 
     def _annotated_module(self, binding) -> bool:
         """A parameter annotated with a module class: ``model: nn.Module``, ``model: Model``

@@ -653,8 +653,8 @@ def count_flops(model, x):
         (``model.predict(x)``, ``self.model.evaluation_step(batch)``), on a receiver that is a
         model by evidence, not by name alone (sklearn's ``model.predict`` is no forward pass)."""
         func = call.func
-        if type(func) is not cst.Attribute:
-            return False
+        if type(func) is not cst.Attribute or func.attr.value.startswith("_"):
+            return False  # a library's private method may well disable grad inside
         if not COMPUTING_METHOD_WORDS.intersection(word.lower() for word in name_words(func.attr.value)):
             return False
         return self.analysis.is_module_by_evidence(func.value, ctx)
