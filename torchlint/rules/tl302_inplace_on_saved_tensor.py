@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchlint.analysis import (
-    PARAMETERISED_LAYERS, Binding, Context, GradMode, call_arguments, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
+    PARAMETERISED_LAYERS, Binding, Context, GradMode, call_arguments, call_name, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
     strip_views,
 )
 from torchlint.lazy import cst
@@ -61,6 +61,8 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     CODE = "TL302"
     NAME = "inplace-on-saved-tensor"
     MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
+    SPLIT_MESSAGE = ("`{stmt}` modifies `{name}` in place, one of the views `{op}` returned: autograd refuses "
+                     "in-place changes to the outputs of an op that returns several views")
     FIX = "use an out-of-place op (`{name} = {name} * ...`) or change a copy made with `{name}.clone()`"
     AUTOFIX = (
         "Unsafe (other aliases no longer see the update): inserts `x = x.clone()` before the "
@@ -120,6 +122,15 @@ class ResBlock(nn.Module):
     ]
     VALID = [
         """\
+def forward(self, x):
+    q, k = self.proj(x).chunk(2, dim=-1)
+    q = q * self.scale
+    with torch.no_grad():
+        a, b = self.proj(x).chunk(2, dim=-1)
+        a.mul_(2)
+    return q @ k.transpose(-1, -2) + a
+""",
+        """\
 for x, y in loader:
     probs = torch.sigmoid(model(x))
     probs = probs.clamp(1e-6, 1 - 1e-6)
@@ -169,6 +180,12 @@ for x, y in loader:
             key = dotted_name(base) if base is not None else None
             if key is None:
                 continue
+            split = self._split_view(key, ctx, 0)
+            if split is not None and self.analysis.grad_enabled(ctx):
+                name = self.code(base, 30)
+                self.report(node, self.SPLIT_MESSAGE.format(stmt=self.code(node, 60), name=name, op=split),
+                            self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
+                return
             origin = self._saved_origin(key, ctx, 0)
             if origin is not None and self._graph_still_needed(origin[1], ctx):
                 name = self.code(base, 30)
@@ -184,6 +201,63 @@ for x, y in loader:
             return None
         key = base.value
         return Fix.unsafe(f"Clone `{key}` before updating it in place", InsertBefore(node, f"{key} = {key}.clone()"))
+
+    def _split_view(self, key: str, ctx: Context, depth: int) -> str | None:
+        """The op when ``key`` holds one of the views a multi-output op returned, from a tensor
+        that requires grad: ``q, k, v = qkv.chunk(3, dim=-1)`` (``split``, ``unbind``,
+        ``tensor_split``), also after view-only reshaping (``q = rearrange(q, ...)``, ``q =
+        q.transpose(1, 2)``, ``q, k, v = map(lambda t: rearrange(t, ...), (q, k, v))``).
+        Autograd refuses an in-place change of such a view as soon as it happens."""
+        if depth > MAX_ALIAS_DEPTH:
+            return None
+        for binding in self._possible_bindings(key, ctx):  # any path: `if mask: q = q * m`
+            found = self._split_view_binding(binding, depth)
+            if found is not None:
+                return found
+        return None
+
+    def _possible_bindings(self, key: str, ctx: Context) -> list[Binding]:
+        """The bindings of ``key`` that may be in force at ``ctx``: the reaching ones, and
+        earlier ones of the same scope back to the last that ran unconditionally (a binding
+        under an ``if`` without ``else`` leaves the one before it in force on the other path)."""
+        analysis = self.analysis
+        found = list(analysis.reaching_bindings(key, ctx))
+        if not found or found[0].ctx.guard is None:
+            return found
+        earlier = [b for b in ctx.scope.bindings.get(key, ()) if b.ctx.order < found[-1].ctx.order]
+        for binding in reversed(earlier):
+            found.append(binding)
+            if binding.ctx.guard is None:
+                break
+        return found
+
+    def _split_view_binding(self, binding: Binding, depth: int) -> str | None:
+        analysis = self.analysis
+        if binding.kind != "assign":
+            return None
+        value = binding.value
+        if type(value) is not cst.Call:
+            return None
+        name = call_name(value) or ""
+        arguments = call_arguments(value)
+        if binding.element and name in MULTI_VIEW_OPS:
+            func = value.func
+            source = func.value if type(func) is cst.Attribute and not (analysis.qualified_name(func) or "").startswith("torch.") \
+                else (arguments[0] if arguments else None)
+            return f"{name}()" if source is not None and analysis.is_attached(source, binding.ctx) else None
+        if binding.element and name == "map" and len(arguments) == 2 and type(arguments[0]) is cst.Lambda \
+                and type(arguments[1]) in (cst.Tuple, cst.List) and _view_only(arguments[0].body):
+            elements = arguments[1].elements
+            index = binding.element[0]
+            inner = dotted_name(elements[index].value) if 0 <= index < len(elements) else None
+            return self._split_view(inner, binding.ctx, depth + 1) if inner else None
+        if not binding.element and _view_only(value) and arguments or (
+                not binding.element and type(value.func) is cst.Attribute and value.func.attr.value in VIEW_ONLY_CALLS):
+            inner = value.func.value if type(value.func) is cst.Attribute and value.func.attr.value in VIEW_ONLY_CALLS \
+                else arguments[0]
+            inner_key = dotted_name(inner)
+            return self._split_view(inner_key, binding.ctx, depth + 1) if inner_key else None
+        return None
 
     def _saved_origin(self, key: str, ctx: Context, depth: int) -> tuple[str, Binding] | None:
         """(op, binding) when ``key`` at ``ctx`` holds the output of an output-saving op computed
@@ -289,3 +363,18 @@ def _in_place_flag(call) -> bool:
     """Does the call pass ``inplace=`` with anything but a literal ``False``?"""
     flag = keyword_argument(call, "inplace")
     return flag is not None and not (type(flag) is cst.Name and flag.value == "False")
+
+
+# Ops returning several views of their input; functions and methods that only re-view a tensor.
+MULTI_VIEW_OPS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes", "hsplit", "vsplit", "dsplit"})
+VIEW_ONLY_CALLS = frozenset({"rearrange", "view", "transpose", "permute", "unsqueeze", "squeeze", "movedim", "expand", "t"})
+
+
+def _view_only(expr) -> bool:
+    """A call that only re-views its first operand: ``rearrange(t, ...)``, ``t.view(...)``."""
+    if type(expr) is not cst.Call:
+        return False
+    func = expr.func
+    if type(func) is cst.Attribute and func.attr.value in VIEW_ONLY_CALLS:
+        return True
+    return type(func) is cst.Name and func.value in VIEW_ONLY_CALLS and bool(expr.args)

@@ -22,3 +22,16 @@ CLAIMS = [
         ("no_grad_clamp", "a saved softmax output clamped in place under no_grad"),
     )
 ]
+
+MULTIPLE_VIEWS = "returns multiple views"
+
+CLAIMS.append(Claim(
+    code="TL302",
+    claim="one of the views `chunk()` returned, scaled in place: the in-place op itself raises; the fixed version trains",
+    metric="exception at the in-place op",
+    bad=Program("TL302/bad_chunked_views.py"),
+    chart=("outcome",),
+    good=Program("TL302/good_chunked_views.py"),
+    check=raises_vs_clean("RuntimeError", MULTIPLE_VIEWS),
+    step_counts=(1, 2),
+))
