@@ -209,7 +209,8 @@ class ControlFlowQueries:
             return True  # a module calling its own forward (a decoding loop)
         if self.is_module(func, ctx) or self.stepped_optimizer(call, ctx) is not None:
             return True
-        callee = self.called_function(call, ctx)
+        # a helper of another module counts when it can backpropagate or step at all
+        callee = self.called_function(call, ctx, True, ("backward", ".step(", "autograd"))
         return callee is not None and self.makes_step_per_call(callee)
 
     def makes_step_per_call(self, scope: Scope) -> bool:

@@ -137,6 +137,10 @@ class SummaryQueries:
         key = dotted_name(expr)
         if key is None:
             return None
+        if not key.startswith("self."):
+            latest = self.lookup(key, ctx)  # every reaching binding must be a call: check the cheap one first
+            if latest is None or latest.kind != "assign" or latest.element or type(latest.value) is not cst.Call:
+                return None
         bindings = self.reaching_bindings(key, ctx) if not key.startswith("self.") else []
         if not bindings and key.startswith("self.") and ctx.scope.class_scope is not None:
             bindings = [b for b in ctx.scope.class_scope.bindings.get(key, ()) if b.kind == "assign"]
@@ -183,10 +187,11 @@ class SummaryQueries:
         return None
 
     @in_owner
-    def scope_calls(self, scope: Scope, foreign: bool = True) -> list[tuple[object, Context, Scope | None]]:
+    def scope_calls(self, scope: Scope, foreign: bool = False) -> list[tuple[object, Context, Scope | None]]:
         """Every call in the function's own statements (its loops included, nested definitions
-        not) with its context and the project-defined function it runs, if any (with
-        ``foreign``, also functions of other modules of the project)."""
+        not) with its context and the function of its module it runs, if any (with ``foreign``,
+        also functions of other modules of the project: each such module is then analysed,
+        so the questions that can ask a cheaper test first, like ``reaches_call``, do)."""
         memo = scope._memo
         key = "calls" if foreign else "local calls"
         if key not in memo:

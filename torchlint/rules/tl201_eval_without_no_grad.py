@@ -22,6 +22,7 @@ LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
 DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
 KEEPING_CALL_RE = re.compile(
@@ -416,6 +417,23 @@ def count_flops(model, x):
                 or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")
                 or self._name_says_evaluation(name)):
             return None
+        # first the cheap, local part: a forward pass of the model itself and results made data
+        forward = None
+        converts = False
+        own = [(stmt, ctx) for stmt, ctx in scope.statements
+               if ctx.scope is scope and ctx.grad is GradMode.ENABLED and type(stmt).__name__ not in COMPOUND_STATEMENTS]
+        for stmt, ctx in own:
+            calls = analysis.calls_in(stmt)
+            if forward is None:  # the model itself, not a helper that may differentiate its result
+                call = next((call for call in calls
+                             if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)), None)
+                # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
+                if call is not None and not (type(stmt) is cst.Expr and stmt.value is call):
+                    forward = stmt, call
+            if not converts and any(call_name(call) in DETACHING_METHODS for call in calls):
+                converts = True
+        if forward is None or not (converts or self._name_says_evaluation(name)):
+            return None  # an inference function says so by its results or by its name
         if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
             return None
         if analysis.returns_attached(scope) is not None:
@@ -427,28 +445,11 @@ def count_flops(model, x):
         ):
             return None  # an evaluation loop calls it: reported there, at the call
         owner = scope.parent.node if scope.parent is not None and scope.parent.kind == "class" else scope.node
-        if DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(owner)):
+        if any(analysis.may_contain(token) for token in DELIBERATE_GRAD_TOKENS) and \
+                DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(owner)):
             return None  # it freezes parameters or takes input gradients: the grad mode is deliberate
-        forward = None
-        converts = False
-        for stmt, ctx in scope.statements:
-            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED:
-                continue
-            if type(stmt).__name__ in COMPOUND_STATEMENTS:
-                continue  # their bodies' statements come on their own
-            calls = analysis.calls_in(stmt)
-            if forward is None:  # the model itself, not a helper that may differentiate its result
-                call = next((call for call in calls
-                             if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)), None)
-                # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
-                if call is not None and not (type(stmt) is cst.Expr and stmt.value is call):
-                    forward = stmt, call
-            if any(call_name(call) in DETACHING_METHODS for call in calls):
-                converts = True
-            if self._lets_graph_out(stmt, ctx, calls):
-                return None
-        if forward is None or not (converts or self._name_says_evaluation(name)):
-            return None  # an inference function says so by its results or by its name
+        if any(self._lets_graph_out(stmt, ctx, analysis.calls_in(stmt)) for stmt, ctx in own):
+            return None
         return forward
 
     def _lets_graph_out(self, stmt, ctx: Context, calls) -> bool:
