@@ -7,7 +7,6 @@ from torchlint.rule import Rule
 
 # method -> index of the stored argument
 STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
-CONTAINER_FACTORIES = frozenset({"dict", "list", "defaultdict", "OrderedDict", "deque"})
 TENSOR_BUFFER_FACTORIES = frozenset({"torch.zeros", "torch.empty", "torch.ones", "torch.full", "torch.tensor"})
 
 
@@ -183,7 +182,7 @@ def forward(self, x):
         key = storage_key(target)
         if key is None:
             return
-        if not self._is_python_container(key, ctx) and not self._is_metrics_buffer(key, ctx):
+        if not self.analysis.is_python_container(key, ctx) and not self._is_metrics_buffer(key, ctx):
             return
         self._check(node, target.value, node.value, ctx)
 
@@ -201,18 +200,6 @@ def forward(self, x):
         loop = ctx.loop
         return (loop is not None and loop.implicit is None and not loop.contains(binding.ctx.order)
                 and analysis.loop_always_backpropagates(loop))
-
-    def _is_python_container(self, key: str, ctx: Context) -> bool:
-        binding = self.analysis.lookup(key, ctx)
-        if binding is None or binding.kind != "assign" or binding.element:
-            return False
-        value = binding.value
-        if type(value) in (cst.Dict, cst.List, cst.DictComp, cst.ListComp):
-            return True
-        if type(value) is cst.Call:
-            name = dotted_name(value.func) or ""
-            return name.rpartition(".")[2] in CONTAINER_FACTORIES
-        return False
 
     def _check(self, node, container, value, ctx: Context) -> None:
         analysis = self.analysis
