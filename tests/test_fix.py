@@ -301,3 +301,37 @@ def test_the_fix_hook_runs_fix_with_the_lint_hooks_conventions(cli, tmp_path):
     result = cli(*entry[1:], "--no-cache", *fix_hook["args"], "-otrain.py")
     assert "with torch.no_grad():" in path.read_text()
     assert result.code == 1 and "TL401" in result.out  # the unsafe fix is left to the user
+
+
+def test_fix_round_trips_a_notebook(tmp_path):
+    """--fix edits the code cells of a notebook and nothing else: magics, outputs and metadata
+    stay; a second run changes nothing; --diff shows the JSON lines and touches no byte."""
+    import json as json_module
+
+    from cli_support import run_torchlint
+
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training"]},
+        {"cell_type": "code", "metadata": {"tags": ["setup"]}, "execution_count": 1, "outputs": [],
+         "source": ["%matplotlib inline\n", "import torch\n", "losses = []"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": 2,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["epoch 1\n"]}],
+         "source": ["for x, y in loader:\n", "    loss = criterion(model(x), y)\n", "    loss.backward()\n",
+                    "    optimizer.step()\n"]},
+    ]
+    notebook = tmp_path / "train.ipynb"
+    notebook.write_text(json_module.dumps({"cells": cells, "metadata": {"kernelspec": {"name": "python3"}},
+                                           "nbformat": 4, "nbformat_minor": 5}, indent=1))
+    before = notebook.read_bytes()
+    diff = run_torchlint("--no-cache", "--diff", str(notebook), cwd=tmp_path)
+    assert diff.returncode == 1 and '+    "    optimizer.zero_grad()\\n",' in diff.stdout
+    assert notebook.read_bytes() == before
+    fixed = run_torchlint("--no-cache", "--fix", str(notebook), cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    after = json_module.loads(notebook.read_text())
+    assert "".join(after["cells"][2]["source"]).splitlines()[2] == "    optimizer.zero_grad()"
+    assert after["cells"][1] == cells[1] and after["cells"][0] == cells[0]
+    assert after["cells"][2]["outputs"] == cells[2]["outputs"]
+    once = notebook.read_bytes()
+    run_torchlint("--no-cache", "--fix", str(notebook), cwd=tmp_path)
+    assert notebook.read_bytes() == once

@@ -64,10 +64,12 @@ def parses(text: str, path: str = "<fixed>") -> str | None:
 
 def fix_text(text: str, path: str, rules, options: dict | None = None, unsafe: bool = False,
              ignored: frozenset[str] = frozenset(), prefilter: bool = True) -> FixResult:
-    """Fix one source text to a fixed point (at most MAX_PASSES passes)."""
+    """Fix one Python source text to a fixed point (at most MAX_PASSES passes); for a notebook,
+    ``text`` is its code cells joined (see ``fix_notebook``)."""
 
     def lint(source: str) -> list[Violation]:
-        return [v for v in lint_source(source, path, rules, options, prefilter) if v.code not in ignored]
+        return [v for v in lint_source(source, path, rules, options, prefilter, notebook=False)
+                if v.code not in ignored]
 
     result = FixResult(path, text, text)
     current = text
@@ -180,6 +182,10 @@ def fix_file(path: str, rules, options: dict | None, unsafe: bool, ignored: froz
         result = FixResult(path, "", "")
         result.remaining = [v for v in [too_large(path, len(data), max_size)] if v.code not in ignored]
         return result
+    from torchlint.notebook import is_notebook
+
+    if is_notebook(path):
+        return fix_notebook(path, data, rules, options, unsafe, ignored, write, prefilter)
     try:
         decoded = decode(data)
     except SourceError as error:
@@ -197,6 +203,47 @@ def fix_file(path: str, rules, options: dict | None, unsafe: bool, ignored: froz
             return result
         try:
             write_atomically(path, new_data)
+        except OSError as error:
+            result.refused = f"cannot write: {error.strerror or error}; file left unchanged"
+            result.fixed = result.original
+    return result
+
+
+def fix_notebook(path: str, data: bytes, rules, options: dict | None, unsafe: bool, ignored: frozenset[str],
+                 write: bool, prefilter: bool = True) -> FixResult:
+    """Fix a notebook's code cells, joined as the linter sees them, and write the fixed code back
+    into the cells' sources: outputs, metadata and the file's layout stay as they were. The
+    result's texts are the notebook file's (a diff shows the JSON lines that change) and its
+    findings name their cells."""
+    from torchlint.notebook import NotebookError, load, place
+
+    try:
+        notebook = load(data)
+    except NotebookError as error:
+        result = FixResult(path, "", "")
+        result.remaining = [v for v in lint_source(data, path, rules, options, prefilter) if v.code not in ignored]
+        result.refused = None if result.remaining else error.reason
+        return result
+    original = data.decode("utf-8")
+    if not notebook.is_python or not notebook.cells:
+        return FixResult(path, original, original)
+    joined = fix_text(notebook.source, path, rules, options, unsafe, ignored, prefilter)
+    result = FixResult(path, original, original)
+    result.refused = joined.refused
+    result.applied = [place(notebook, violation) for violation in joined.applied]
+    result.remaining = [place(notebook, violation) for violation in joined.remaining]
+    if joined.fixed == joined.original or joined.refused is not None:
+        return result
+    fixed = notebook.rebuild(joined.fixed)
+    try:
+        load(fixed)
+    except NotebookError as error:  # never write a notebook that would not load
+        result.refused = f"the fixed notebook would not load ({error.reason}); file left unchanged"
+        return result
+    result.fixed = fixed
+    if write:
+        try:
+            write_atomically(path, fixed.encode("utf-8"))
         except OSError as error:
             result.refused = f"cannot write: {error.strerror or error}; file left unchanged"
             result.fixed = result.original
