@@ -24,6 +24,7 @@ class ModuleWalk:
         # The file's text, when the caller has it: a substring test answers "can this module
         # contain X at all?" far faster than walking its expressions.
         self.source = source
+        self._contains: dict[str, bool] = {}  # may_contain's answers
         # for a module another one imports: (sha256, mtime_ns, size) of the file as read
         self.digest: tuple[str, int, int] | None = None
         self.project_dependencies: dict[str, tuple] = {}  # project modules its answers read
@@ -67,7 +68,12 @@ class ModuleWalk:
 
     def may_contain(self, text: str) -> bool:
         """False only when the module's source certainly does not contain ``text``."""
-        return self.source is None or text in self.source
+        if self.source is None:
+            return True
+        found = self._contains.get(text)
+        if found is None:
+            found = self._contains[text] = text in self.source
+        return found
 
     def code(self, node, limit: int = 80) -> str:
         text = " ".join(self.module.code_for_node(node).split())
