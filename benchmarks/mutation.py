@@ -1479,10 +1479,6 @@ OPERATORS = {
 NOT_COVERED = {
     "TL403": "no operator: a reusable-buffer site cannot be recognised generically (see mutation.md)",
     "TL304": "no operator: no __getitem__ in the corpora copies stored data before changing it in place (see mutation.md)",
-
-
-    "TL104": sites_tl104,
-    "TL404": sites_tl404,
 }
 
 
