@@ -220,3 +220,40 @@ def test_cache_relints_a_file_when_a_module_it_read_changes(tmp_path):
     # and unchanged files come from the cache again
     third = run_torchlint("--format", "json", target, cwd=tmp_path)
     assert json.loads(third.stdout) == []
+
+
+BLOCKS = """\
+    import torch.nn as nn
+
+    class ConvBNReLU(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv = nn.Conv2d(c, c, 3, padding=1)
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            x = self.conv(x)
+            return self.act(x)
+    """
+
+RESIDUAL = """\
+    import torch.nn as nn
+    from blocks import ConvBNReLU
+
+    class Residual(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.block = ConvBNReLU(c)
+
+        def forward(self, x):
+            out = self.block(x)
+            out += x
+            return out
+    """
+
+
+def test_inplace_add_into_a_block_from_another_module_that_ends_in_an_activation(tmp_path):
+    write(tmp_path, {"blocks.py": BLOCKS, "model.py": RESIDUAL})
+    assert (11, "TL302") in codes(tmp_path / "model.py")
+    write(tmp_path, {"blocks.py": BLOCKS.replace("return self.act(x)", "return x")})
+    assert (11, "TL302") not in codes(tmp_path / "model.py")

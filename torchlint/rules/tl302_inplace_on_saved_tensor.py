@@ -79,6 +79,28 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
 
     INVALID = [
         """\
+class ConvBNReLU(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)))
+
+
+class Residual(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.block = ConvBNReLU(c)
+
+    def forward(self, x):
+        out = self.block(x)
+        out += x  # expect: TL302
+        return out
+""",
+        """\
 for x, y in loader:
     probs = torch.sigmoid(model(x))
     probs.clamp_(1e-6, 1 - 1e-6)  # expect: TL302
@@ -121,6 +143,27 @@ class ResBlock(nn.Module):
 """,
     ]
     VALID = [
+        """\
+class ConvBN(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class Residual(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.block = ConvBN(c)
+
+    def forward(self, x):
+        out = self.block(x)
+        out += x
+        return out.relu()
+""",
         """\
 def forward(self, x):
     q, k = self.proj(x).chunk(2, dim=-1)
@@ -319,7 +362,7 @@ for x, y in loader:
         saved, computed from the layers before it."""
         qualified = self.analysis.qualified_name(constructor.func) or ""
         if not qualified.startswith("torch.nn."):
-            return None
+            return self._project_block(constructor, depth)
         if last_part(qualified) == "Sequential" and depth < MAX_ALIAS_DEPTH:
             layers = call_arguments(constructor)
             last = layers[-1] if layers else None
@@ -339,6 +382,35 @@ for x, y in loader:
         if last_part(qualified) not in OUTPUT_SAVING_MODULES or _in_place_flag(constructor):
             return None
         return f"{dotted_name(constructor.func)}()", False
+
+    def _project_block(self, constructor, depth: int) -> tuple[str, bool] | None:
+        """(op, True) for a module class of the project (this file or another) whose
+        ``forward`` returns, on every path, the output of an output-saving op: a
+        ``ConvBNReLU`` block ending in ``self.relu(...)``. Adding into its output in place
+        (``out = self.block(x); out += identity``) changes what that activation saved."""
+        analysis = self.analysis
+        class_scope = analysis.class_named(constructor.func) if depth < MAX_ALIAS_DEPTH else None
+        if class_scope is None:
+            return None
+        owner = class_scope.owner
+        if not owner._local_class_is_module(class_scope.name, set()):
+            return None
+        forward = owner.method_of(class_scope, "forward", set())
+        values = owner.returned_return_values(forward) if forward is not None else []
+        if not values:
+            return None
+        rule = self if owner is analysis else type(self)(owner, [], self.options)
+        for value, ctx in values:
+            value = strip_views(value, through_detach=True)
+            if type(value) is cst.Call:
+                op = rule._saving_op(value, ctx)
+            else:
+                key = dotted_name(value) if value is not None else None
+                found = rule._saved_origin(key, ctx, depth + 1) if key else None
+                op = found[0] if found is not None else None
+            if op is None:
+                return None
+        return f"{class_scope.name}() (its forward ends in {op})", True
 
     def _requires_grad(self, expr, ctx: Context) -> bool:
         analysis = self.analysis
