@@ -257,3 +257,13 @@ def test_inplace_add_into_a_block_from_another_module_that_ends_in_an_activation
     assert (11, "TL302") in codes(tmp_path / "model.py")
     write(tmp_path, {"blocks.py": BLOCKS.replace("return self.act(x)", "return x")})
     assert (11, "TL302") not in codes(tmp_path / "model.py")
+
+
+def test_a_module_read_only_as_text_is_a_dependency_of_every_file_that_asks(tmp_path):
+    """The class index answers from the module's text; a second file asking the same question
+    (the text now cached) depends on that module too."""
+    write(tmp_path, {"models.py": MODELS, "a.py": EVALUATE_IMPORTED_MODEL, "b.py": EVALUATE_IMPORTED_MODEL})
+    for name in ("a.py", "b.py"):
+        project().begin()
+        codes(tmp_path / name)
+        assert str(tmp_path / "models.py") in project().consulted

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections import OrderedDict
 
@@ -31,7 +32,7 @@ LOCATE_SECONDS = 5.0  # how long where an import leads is remembered
 MAX_MODULE_BYTES = 60_000
 MAX_TEXT_BYTES = 2_000_000  # read as text (substring tests, the class index with Python's parser)
 # Base class names that make a class a module (as analysis.vocabulary.MODULE_CLASS_RE says).
-MODULE_BASE_RE = __import__("re").compile(r"^(Module|LightningModule|PreTrainedModel)$")
+MODULE_BASE_RE = re.compile(r"^(Module|LightningModule|PreTrainedModel)$")
 PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 # Top-level names that are never the project's own modules: resolving them would only cost stats.
 EXTERNAL_ROOTS = frozenset({
@@ -43,6 +44,25 @@ EXTERNAL_ROOTS = frozenset({
 })
 
 
+class _Read:
+    """A module file as read: its stat signature, bytes, (sha256, mtime_ns, size), and text."""
+
+    __slots__ = ("signature", "data", "digest", "_text")
+
+    def __init__(self, signature: tuple, data: bytes, digest: tuple) -> None:
+        self.signature, self.data, self.digest, self._text = signature, data, digest, None
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.data.decode("utf-8", "replace")
+        return self._text
+
+
 class Project:
     """Per process: the modules of the projects being linted, analysed on demand."""
 
@@ -50,7 +70,7 @@ class Project:
         self._analyses: OrderedDict[str, object] = OrderedDict()
         self._loading: set[str] = set()
         self._roots: dict[str, str | None] = {}
-        self._texts: dict[str, tuple] = {}
+        self._reads: dict[str, _Read] = {}
         self._located: dict[tuple, tuple] = {}
         self._indexes: dict[str, tuple] = {}
         # the modules read for the file being linted: path -> (sha256, mtime_ns, size) as read
@@ -158,74 +178,75 @@ class Project:
         path = os.path.abspath(path)
         if path in self._loading:
             return None
-        try:
-            stat = os.stat(path)
-        except OSError:
+        read = self._read(path)
+        if read is None or read.size > MAX_MODULE_BYTES:
             return None
-        signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        if path in self._analyses and self._analyses[path][0] == signature:
+        if path in self._analyses and self._analyses[path][0] == read.signature:
             self._analyses.move_to_end(path)
             found = self._analyses[path][1]
             if found is not None:
-                self.note(found)
+                self.note(found)  # and the modules its answers read
             return found
         self._loading.add(path)
         try:
-            found = self._analyse(path, (stat.st_mtime_ns, stat.st_size))
+            found = self._analyse(path, read)
         finally:
             self._loading.discard(path)
-        self._analyses[path] = (signature, found)
+        self._analyses[path] = (read.signature, found)
         while len(self._analyses) > MAX_MODULES:
             self._analyses.popitem(last=False)
         if found is not None:
             self.note(found)
         return found
 
-    def _analyse(self, path: str, stamp: tuple[int, int]):
+    @staticmethod
+    def _analyse(path: str, read: _Read):
         from torchlint.analysis import Analysis
-        from torchlint.engine import SourceError, decode_source, parse
+        from torchlint.engine import decode_source, parse
 
         try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_MODULE_BYTES + 1)
-            if len(data) > MAX_MODULE_BYTES:
-                return None
-            text = decode_source(data)
-            module = parse(text)
-            found = Analysis(module, path, text)
-        except (OSError, SourceError, RecursionError, ValueError):
+            text = decode_source(read.data)
+            found = Analysis(parse(text), path, text)
+        except Exception:  # another module's trouble (unparsable, too deep) never fails this file's lint
             return None
-        except Exception:  # another module's trouble never fails this file's lint
-            return None
-        found.digest = (hashlib.sha256(data).hexdigest(), *stamp)
+        found.digest = read.digest
         return found
 
     # ------------------------------------------------------------------ cheap answers (no libcst)
 
-    def _text(self, path: str) -> str | None:
-        """The module's source, or None (unreadable, too large)."""
-        path = os.path.abspath(path)
+    def _read(self, path: str) -> _Read | None:
+        """The module file's bytes and digest, read once while its stat stays the same (None:
+        unreadable or over ``MAX_TEXT_BYTES``). Every answer read from it makes it a module the
+        file being linted depends on (``consulted``)."""
         try:
             stat = os.stat(path)
         except OSError:
             return None
         signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        cached = self._texts.get(path)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_TEXT_BYTES + 1)
-            text = data.decode("utf-8", "replace") if len(data) <= MAX_TEXT_BYTES else None
-        except OSError:
-            text = None
-        self._texts[path] = (signature, text)
-        self.consulted[path] = (hashlib.sha256(data).hexdigest(), *signature[:2]) if text is not None else None
-        if self.consulted[path] is None:
-            del self.consulted[path]
-        while len(self._texts) > 4 * MAX_MODULES:
-            self._texts.pop(next(iter(self._texts)))
-        return text
+        cached = self._reads.get(path)
+        if cached is None or cached.signature != signature:
+            cached = None
+            if stat.st_size <= MAX_TEXT_BYTES:
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read(MAX_TEXT_BYTES + 1)
+                except OSError:
+                    data = None
+                if data is not None and len(data) <= MAX_TEXT_BYTES:
+                    cached = _Read(signature, data, (hashlib.sha256(data).hexdigest(), *signature[:2]))
+            if cached is None:
+                self._reads.pop(path, None)
+                return None
+            self._reads[path] = cached
+            while len(self._reads) > 4 * MAX_MODULES:
+                self._reads.pop(next(iter(self._reads)))
+        self.consulted[path] = cached.digest
+        return cached
+
+    def _text(self, path: str) -> str | None:
+        """The module's source as text, or None (unreadable, too large)."""
+        read = self._read(os.path.abspath(path))
+        return read.text if read is not None else None
 
     def _class_index(self, path: str) -> dict | None:
         """``{"classes": {name: [base, ...]}, "imports": {local: target}}`` of a module, read
