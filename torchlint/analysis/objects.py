@@ -9,7 +9,7 @@ from torchlint.analysis.project import project
 
 
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, MODULE_PASS_THROUGH_METHODS, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
+from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
 from torchlint.analysis.syntax import is_view_subscript, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 from torchlint.analysis.vocabulary import (
@@ -65,8 +65,7 @@ class ModuleQueries:
             return False
         value = binding.value
         # Net().to(device).eval() is still the module
-        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_PASS_THROUGH_METHODS:
-            value = value.func.value
+        value = strip_pass_through(value)
         if type(value) is not cst.Call:
             return type(value) in (cst.Name, cst.Attribute) and self.is_module(value, binding.ctx)
         if self.is_module_factory(value, binding.ctx):
@@ -93,8 +92,7 @@ class ModuleQueries:
         if binding is None or binding.kind != "assign" or binding.element:
             return False
         value = binding.value
-        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_PASS_THROUGH_METHODS:
-            value = value.func.value
+        value = strip_pass_through(value)
         if type(value) is not cst.Call:
             return False
         if self.is_module_factory(value, binding.ctx):

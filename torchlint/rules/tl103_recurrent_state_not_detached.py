@@ -5,7 +5,7 @@ import re
 from torchlint.analysis import (
     BACKWARD_FUNCTIONS,
     DETACHING_METHODS,
-    MODULE_PASS_THROUGH_METHODS,
+    strip_pass_through,
     NON_DIFFERENTIABLE_METHODS,
     NON_GRAPH_ATTRIBUTES,
     TORCH_NON_DIFFERENTIABLE,
@@ -503,8 +503,7 @@ for x, y in stream:
         if binding is None or binding.kind != "assign" or binding.element:
             return None
         value = binding.value
-        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_PASS_THROUGH_METHODS:
-            value = value.func.value
+        value = strip_pass_through(value)
         if type(value) is cst.Call and dotted_name(value.func) == class_name:
             return key
         return None
