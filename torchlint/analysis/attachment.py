@@ -243,6 +243,17 @@ class AttachmentQueries:
     def _backpropagated(self, binding: Binding) -> bool:
         return binding.key in self.backward_roots(binding.ctx.scope)
 
+    @staticmethod
+    def parameter_default(binding: Binding | None):
+        """The default value of the function parameter ``binding`` binds, or None."""
+        if binding is None or binding.kind != "param" or type(binding.stmt) is not cst.FunctionDef:
+            return None
+        params = binding.stmt.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == binding.key:
+                return param.default
+        return None
+
     def bound_value(self, binding: Binding):
         """The expression an assignment gives its target (the matching element when the target
         unpacks a tuple); None when it is not an assignment or the element is unknown."""

@@ -38,6 +38,10 @@ class InPlaceQueries:
                 operands.append(func.value)  # w.add_(1), also for an imported `w`
             elif qualified.count(".") == 1 and call_arguments(call):
                 operands.append(call_arguments(call)[0])  # torch.relu_(y); not torch.nn.init.*_
+        for call in _call_chain(value):  # torch.arange(n, out=w): written in place
+            out = keyword_argument(call, "out") if call.args else None
+            if out is not None and type(out) is not cst.Tuple and (self.qualified_name(call.func) or "").startswith("torch."):
+                operands.append(out)
         return operands
 
     # ------------------------------------------------------------------ leaves that require grad

@@ -22,6 +22,7 @@ LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
 DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+CLASS_DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|jacobian|hessian|vjp|jvp")
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
@@ -399,6 +400,13 @@ def count_flops(model, x):
     # ------------------------------------------------------------------ graphs built and discarded
 
     def _discarded_forward(self, scope):
+        memo = scope._memo
+        if "tl201_discarded" not in memo:
+            memo["tl201_discarded"] = None  # recursion guard
+            memo["tl201_discarded"] = self._find_discarded_forward(scope)
+        return memo["tl201_discarded"]
+
+    def _find_discarded_forward(self, scope):
         """Inference code, whatever its name: a function that runs a forward pass with grad
         enabled, never backpropagates, turns the results into data (``.detach()``, ``.numpy()``,
         ``.tolist()``, ``.item()``) and lets no attached value out (not returned, yielded, stored
@@ -444,10 +452,14 @@ def count_flops(model, x):
             for call, caller_ctx in analysis.callers_of(scope)
         ):
             return None  # an evaluation loop calls it: reported there, at the call
-        owner = scope.parent.node if scope.parent is not None and scope.parent.kind == "class" else scope.node
-        if any(analysis.may_contain(token) for token in DELIBERATE_GRAD_TOKENS) and \
-                DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(owner)):
-            return None  # it freezes parameters or takes input gradients: the grad mode is deliberate
+        if any(analysis.may_contain(token) for token in DELIBERATE_GRAD_TOKENS) and (
+            DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(scope.node))
+            or scope.parent is not None and scope.parent.kind == "class"
+            # the class freezes parameters or takes input gradients; its other methods' own
+            # backward() (an agent's learning step) says nothing about this one
+            and CLASS_DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(scope.parent.node))
+        ):
+            return None  # the grad mode is deliberate
         if any(self._lets_graph_out(stmt, ctx, analysis.calls_in(stmt)) for stmt, ctx in own):
             return None
         return forward
@@ -459,7 +471,7 @@ def count_flops(model, x):
         kind = type(stmt)
         if kind in (cst.Assign, cst.AugAssign, cst.AnnAssign) and stmt.value is not None:
             targets = [t.target for t in stmt.targets] if kind is cst.Assign else [stmt.target]
-            if any(type(t) is not cst.Name for t in targets) and analysis.is_attached(stmt.value, ctx):
+            if any(not _local_target(t) for t in targets) and analysis.is_attached(stmt.value, ctx):
                 return True
         for expr in analysis.own_expressions(stmt):
             for node in iter_expression_nodes(expr):
@@ -758,6 +770,17 @@ def _comprehension_calls(stmt, analysis) -> list:
             )
     return calls
 
+
+
+def _local_target(target) -> bool:
+    """A name, or a tuple/list unpacking into names only (``_, h = rnn(x)``): nothing stored
+    beyond the function."""
+    kind = type(target)
+    if kind is cst.Name:
+        return True
+    if kind in (cst.Tuple, cst.List):
+        return all(_local_target(element.value) for element in target.elements)
+    return False
 
 
 def _repeats(ctx: Context, analysis) -> bool:

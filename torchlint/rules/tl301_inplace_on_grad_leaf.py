@@ -53,6 +53,16 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
 
     INVALID = [
         """\
+class Basis(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.frequencies = nn.Parameter(torch.empty(n))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        torch.arange(1, self.frequencies.numel() + 1, out=self.frequencies)  # expect: TL301
+""",
+        """\
 w = torch.randn(10, 1, requires_grad=True)
 for x, y in loader:
     loss = ((x @ w - y) ** 2).mean()
@@ -84,6 +94,18 @@ class Scale(nn.Module):
 """,
     ]
     VALID = [
+        """\
+class Basis(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.frequencies = nn.Parameter(torch.empty(n))
+
+    @torch.no_grad()
+    def reset_parameters(self):
+        torch.arange(1, self.frequencies.numel() + 1, out=self.frequencies)
+        buffer = torch.empty(3)
+        torch.arange(3, out=buffer)
+""",
         """\
 w = torch.randn(10, 1, requires_grad=True)
 for x, y in loader:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchlint.analysis import (
-    PARAMETERISED_LAYERS, Binding, Context, GradMode, call_arguments, call_name, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
+    PARAMETERISED_LAYERS, Binding, Context, GradMode, call_arguments, call_name, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part, mentioned_keys,
     strip_views,
 )
 from torchlint.lazy import cst
@@ -13,9 +13,13 @@ from torchlint.rule import InPlaceMutationRule
 OUTPUT_SAVING_OPS = frozenset({
     "sigmoid", "tanh", "exp", "exp2", "expm1", "softmax", "log_softmax", "softmin", "relu",
     "sqrt", "rsqrt", "reciprocal", "tan",
+    # reductions and decompositions whose backward reads their result (every output of the
+    # multi-output ones: eigenvalues and eigenvectors, U/S/V, Q/R)
+    "logsumexp", "cumprod", "prod", "norm", "det", "inverse", "inv", "pinv", "cholesky",
+    "eigh", "eigvalsh", "symeig", "svd", "svdvals", "qr",
 })
 OUTPUT_SAVING_ALIASES = {"expit": "sigmoid"}  # torch.special.expit
-OUTPUT_SAVING_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special"})
+OUTPUT_SAVING_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
 OUTPUT_SAVING_MODULES = {
     "Sigmoid": "sigmoid", "Tanh": "tanh", "ReLU": "relu", "Softmax": "softmax",
     "LogSoftmax": "log_softmax", "Softmin": "softmin",
@@ -78,6 +82,34 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     )
 
     INVALID = [
+        """\
+class FiLMConv(nn.Module):
+    def __init__(self, channels, act=nn.ReLU()):
+        super().__init__()
+        self.lin = nn.Linear(channels, channels)
+        self.act = act
+
+    def forward(self, x, messages):
+        out = self.act(self.lin(x))
+        out += messages  # expect: TL302
+        return out
+""",
+        """\
+class Controller(LightningModule):
+    def descent_loss(self, x):
+        V = self.V(x)
+        violation = F.relu(1.0 + self.V_dot(x) + V)
+        violation *= self.mask(x)  # expect: TL302
+        return violation.mean()
+""",
+        """\
+def whitened(model, x):
+    features = model(x)
+    evals, evecs = torch.linalg.eigh(features.T @ features)
+    evals.clamp_min_(1e-6)  # expect: TL302
+    loss = (evecs @ (x / evals.sqrt())).sum()
+    loss.backward()
+""",
         """\
 class ConvBNReLU(nn.Module):
     def __init__(self, c):
@@ -143,6 +175,33 @@ class ResBlock(nn.Module):
 """,
     ]
     VALID = [
+        """\
+class FiLMConv(nn.Module):
+    def __init__(self, channels, act=None):
+        super().__init__()
+        self.lin = nn.Linear(channels, channels)
+        self.act = act
+
+    def forward(self, x, messages):
+        out = self.act(self.lin(x))
+        out += messages  # the activation is whatever the caller passes: unknown
+        return out
+""",
+        """\
+class Sampler(nn.Module):
+    def log_weights(self, distances):
+        weights = torch.exp(-distances)  # computed from data, not from the module
+        weights /= weights.sum()
+        return weights
+""",
+        """\
+def whitened(model, x):
+    features = model(x)
+    evals, evecs = torch.linalg.eigh(features.T @ features)
+    evals = evals.clamp_min(1e-6)
+    loss = (evecs @ (x / evals.sqrt())).sum()
+    loss.backward()
+""",
         """\
 class ConvBN(nn.Module):
     def __init__(self, c):
@@ -311,6 +370,8 @@ for x, y in loader:
         if binding.kind == "augassign":  # an earlier in-place update: same tensor
             return self._saved_origin(key, binding.ctx, depth + 1)
         value = self.analysis.bound_value(binding)
+        if value is None and binding.element and type(binding.value) is cst.Call:
+            value = binding.value  # evals, evecs = torch.linalg.eigh(a): each output is saved
         if value is not None:
             value = strip_views(value, through_detach=True)
         if type(value) is cst.Call:
@@ -344,17 +405,23 @@ for x, y in loader:
         if source is None or _in_place_flag(call):
             return None  # inplace=True calls are the mutation themselves, not reported
         # a Sequential's activation gets its input from the layers before it, which train
-        return op if trained_layers or self._requires_grad(source, ctx) else None
+        return op if trained_layers or self._requires_grad(source, ctx) or self._model_computed(source, ctx) else None
 
     def _saving_module(self, func, ctx: Context) -> tuple[str, bool] | None:
         """``self.act`` bound to ``nn.Sigmoid()`` (not ``nn.ReLU(inplace=True)``)."""
         key = dotted_name(func)
         if key is None:
             return None
-        binding = self.analysis.lookup(key, ctx)
-        if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+        analysis = self.analysis
+        binding = analysis.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element:
             return None
-        return self._saving_constructor(binding.value, 0)
+        value = binding.value
+        if type(value) is cst.Name:  # `self.act = act`, the constructor's `act=nn.ReLU()` by default
+            value = analysis.parameter_default(analysis.lookup(value.value, binding.ctx))
+        if type(value) is not cst.Call:
+            return None
+        return self._saving_constructor(value, 0)
 
     def _saving_constructor(self, constructor, depth: int) -> tuple[str, bool] | None:
         """(op, whether layers with parameters feed it) for ``nn.Sigmoid()``, or for an
@@ -412,6 +479,27 @@ for x, y in loader:
                 return None
         return f"{class_scope.name}() (its forward ends in {op})", True
 
+    def _model_computed(self, expr, ctx: Context) -> bool:
+        """Inside a method of a module class: is ``expr`` computed (through the function's
+        bindings) from a call of the module's own layers or methods, ``self.V(x)``,
+        ``self.encoder(h)``? Such results carry the module's parameters' graph even when the
+        methods are too deep (or in another file) to be followed."""
+        scope = ctx.scope
+        parent = scope.parent
+        if scope.kind != "function" or parent is None or parent.kind != "class" \
+                or not self.analysis.is_module_class(parent.node.name):
+            return False
+        memo = scope._memo.setdefault("tl302_model_computed", {})
+        roots = frozenset(mentioned_keys(expr, skip_detached=True))
+        if roots not in memo:
+            memo[roots] = any(
+                _calls_own_member(binding.value)
+                for key in self.analysis._sources_closure(roots, scope)
+                for binding in scope.bindings.get(key, ())
+                if binding.kind == "assign" and binding.value is not None
+            ) or _calls_own_member(expr)
+        return memo[roots]
+
     def _requires_grad(self, expr, ctx: Context) -> bool:
         analysis = self.analysis
         return analysis.is_attached(expr, ctx) or (analysis.grad_enabled(ctx) and analysis.is_grad_leaf(expr, ctx))
@@ -429,6 +517,19 @@ for x, y in loader:
         # forward() / training_step(), or any method of a module (a Lightning module's
         # `descent_loss(...)`): what a model's method returns goes on into its loss
         return scope.name in GRAPH_RETURNING_METHODS or analysis.is_module_class(scope.parent.node.name)
+
+
+def _calls_own_member(expr) -> bool:
+    """Does ``expr`` call ``self.<name>(...)`` (a layer or method of the module itself)?"""
+    for node in iter_expression_nodes(expr):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name \
+                and node.func.value.value == "self" and node.func.attr.value not in DETACHING_OWN_CALLS:
+            return True
+    return False
+
+
+# self.<name>(...) calls that do not compute with the module's parameters
+DETACHING_OWN_CALLS = frozenset({"register_buffer", "parameters", "named_parameters", "modules", "children", "log", "log_dict"})
 
 
 def _in_place_flag(call) -> bool:
