@@ -22,6 +22,9 @@ LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
 DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+# Tensor methods that keep requires_grad: `.numpy()` after them still raises on a graph output.
+GRAPH_KEEPING_CONVERSIONS = frozenset({"cpu", "cuda", "to", "squeeze", "unsqueeze", "view", "reshape", "flatten", "permute",
+                                       "transpose", "contiguous", "float", "double", "half", "clone", "exp", "sigmoid", "softmax"})
 CLASS_DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|jacobian|hessian|vjp|jvp")
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
@@ -113,6 +116,16 @@ class EvalWithoutNoGrad(Rule):
 
     INVALID = [
         """\
+class Agent:
+    def train_step(self, batch):
+        loss = self.model(batch).mean()
+        loss.backward()
+
+    def act(self, obs):
+        _, logits = self.model(obs)  # expect: TL201
+        return logits.argmax(-1).item()
+""",
+        """\
 def evaluate(model, loader):
     model.eval()
     correct = 0
@@ -176,6 +189,11 @@ class Net:
 """,
     ]
     VALID = [
+        """\
+def show_flow(flow, grid):
+    out, ldj = flow(grid, reverse=True)  # .numpy() would raise if this built a graph
+    return out.squeeze().numpy(), ldj.exp().numpy()
+""",
         """\
 def evaluate(model, loader):
     model.eval()
@@ -462,7 +480,34 @@ def count_flops(model, x):
             return None  # the grad mode is deliberate
         if any(self._lets_graph_out(stmt, ctx, analysis.calls_in(stmt)) for stmt, ctx in own):
             return None
+        if analysis.may_contain(".numpy(") and self._numpy_of_output(forward[0], own):
+            return None  # `.numpy()` raises on a tensor that requires grad: the code says no graph is built
         return forward
+
+    def _numpy_of_output(self, forward_stmt, statements) -> bool:
+        """Is a name the forward statement binds turned into an array with ``.numpy()`` without
+        being detached first (``out.squeeze().cpu().numpy()``)? That raises when the output
+        requires grad, so the program shows that the model builds no graph here."""
+        if type(forward_stmt) is not cst.Assign:
+            return False
+        bound = set()
+        for target in forward_stmt.targets:
+            nodes = [target.target] if type(target.target) is cst.Name else \
+                [element.value for element in getattr(target.target, "elements", ())]
+            bound.update(node.value for node in nodes if type(node) is cst.Name)
+        for stmt, _ in statements:
+            for call in self.analysis.calls_in(stmt):
+                if call_name(call) != "numpy" or type(call.func) is not cst.Attribute:
+                    continue
+                receiver = call.func.value
+                while type(receiver) in (cst.Call, cst.Subscript):
+                    func = receiver.func if type(receiver) is cst.Call else None
+                    if func is not None and not (type(func) is cst.Attribute and func.attr.value in GRAPH_KEEPING_CONVERSIONS):
+                        break
+                    receiver = func.value if func is not None else receiver.value
+                if type(receiver) is cst.Name and receiver.value in bound:
+                    return True
+        return False
 
     def _lets_graph_out(self, stmt, ctx: Context, calls) -> bool:
         """Does the statement keep an attached value beyond the call: yield it, store it into an
