@@ -220,6 +220,8 @@ class AttachmentQueries:
                         self._backpropagated(binding))
             if self._attached(value, ctx):
                 return True
+            if _empty_container(value) and self._container_holds_attached(binding):
+                return True
             # backward() is called on this name: the value is attached, whatever computed it
             # (``loss = -F.logsigmoid(r).mean()`` of rewards from a call torchlint cannot read)
             return type(value).__name__ in BACKPROPAGATED_VALUE_TYPES and self._backpropagated(binding)
@@ -237,8 +239,20 @@ class AttachmentQueries:
                 return bool(arguments) and self._attached(arguments[0], ctx)
             return self._attached(iterable, ctx)
         if kind == "param":
+            if self._tensor_hypothesis is not None and binding.ctx.scope is self._tensor_hypothesis:
+                return binding.key not in ("self", "cls")
             return self._backpropagated(binding) or self.argument_attached(binding)
         return False
+
+    def _container_holds_attached(self, binding: Binding) -> bool:
+        """``chunks = []`` filled by ``chunks.append(model(x))`` (or ``d[k] = out``) in the same
+        function: the list carries the graph into ``torch.cat(chunks)`` and whatever it is
+        returned or stored into."""
+        contexts = self._store_ctx
+        return any(
+            id(value) in contexts and self._attached(value, contexts[id(value)])
+            for value in binding.ctx.scope.stores.get(binding.key, ())
+        )
 
     def _backpropagated(self, binding: Binding) -> bool:
         return binding.key in self.backward_roots(binding.ctx.scope)
@@ -345,3 +359,13 @@ class AttachmentQueries:
             return False
         return any(self._attached(arg.value, ctx) for arg in call.args)
 
+
+def _empty_container(value) -> bool:
+    """``[]``, ``{}``, ``list()``, ``dict()``, ``defaultdict(list)``: a container filled later."""
+    kind = type(value)
+    if kind in (cst.List, cst.Dict):
+        return not value.elements
+    if kind is cst.Call and type(value.func) is cst.Name:
+        return value.func.value in ("list", "dict", "defaultdict", "OrderedDict") and (
+            not value.args or value.func.value == "defaultdict")
+    return False

@@ -341,6 +341,38 @@ class SummaryQueries:
         memo["returns_attached"] = result
         return result
 
+    @in_owner
+    def passes_tensors_through(self, scope: Scope) -> bool:
+        """Does the function return a graph-attached value when its tensor arguments are
+        attached (``def masked_mean(x, m): return (x * m).sum() / m.sum()``, ``def
+        logprobs(logits, y): return F.log_softmax(logits, -1).gather(...)``)? Asked only of
+        functions that return nothing attached otherwise."""
+        memo = scope._memo
+        if "passes_tensors" not in memo:
+            memo["passes_tensors"] = False  # recursion resolves to "no"
+            values = self.returned_return_values(scope)
+            memo["passes_tensors"] = self._under_tensor_hypothesis(
+                scope, lambda: any(self.is_attached(value, ctx) for value, ctx in values))
+        return memo["passes_tensors"]
+
+    def _under_tensor_hypothesis(self, scope: Scope, question):
+        saved = self._tensor_hypothesis, self._attached_memo
+        self._tensor_hypothesis, self._attached_memo = scope, {}
+        try:
+            return question()
+        finally:
+            self._tensor_hypothesis, self._attached_memo = saved
+
+    @in_owner
+    def passes_tensors_to_element(self, scope: Scope, index: int) -> bool:
+        """``passes_tensors_through`` for element ``index`` of the tuple every return returns."""
+        memo = scope._memo.setdefault("passes_tensors_element", {})
+        if index not in memo:
+            memo[index] = False
+            values = self.returned_return_values(scope)
+            memo[index] = self._under_tensor_hypothesis(scope, lambda: self._elements_attached(values, index))
+        return memo[index]
+
     def returned_return_values(self, scope: Scope) -> list[tuple[object, Context]]:
         """The values of the function's own ``return`` statements with their contexts."""
         return [
@@ -367,7 +399,9 @@ class SummaryQueries:
             type(value) is cst.Tuple and len(value.elements) > index for value, _ in values
         ):
             return self.call_returns_attached(call, ctx)
-        return scope.owner._elements_attached(values, index)
+        if scope.owner._elements_attached(values, index):
+            return True
+        return any(self._attached(arg.value, ctx) for arg in call.args) and self.passes_tensors_to_element(scope, index)
 
     def _elements_attached(self, values, index: int) -> bool:
         return any(self.is_attached(value.elements[index].value, value_ctx) for value, value_ctx in values)
@@ -385,13 +419,13 @@ class SummaryQueries:
         summary = self.returns_attached(callee)
         if summary == "always":
             return True
-        if summary != "arguments":
-            return False
         arguments = [arg.value for arg in call.args]
-        func = call.func
-        if type(func) is cst.Attribute:
-            arguments.append(func.value)  # self.helper(x): self may be the module
-        return any(self.is_module(argument, ctx) for argument in arguments)
+        if summary == "arguments":
+            receiver = [call.func.value] if type(call.func) is cst.Attribute else []  # self.helper(x): self may be the module
+            if any(self.is_module(argument, ctx) for argument in arguments + receiver):
+                return True
+        # a helper computing on attached tensors: `masked_mean(loss, mask)`
+        return any(self._attached(argument, ctx) for argument in arguments) and self.passes_tensors_through(callee)
 
     def argument_attached(self, binding) -> bool:
         """Is the parameter ``binding`` given a graph-attached argument by a loop of this

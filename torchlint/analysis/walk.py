@@ -35,6 +35,7 @@ class ModuleWalk:
         self.local_classes: dict[str, object] = {}
         self._order = 0
         self._attached_memo: dict[int, bool] = {}
+        self._store_ctx: dict[int, Context] = {}  # id(value written into a container) -> its context
         self._module_memo: dict[int, bool] = {}
         self._callers_memo: dict[tuple[str, bool], bool] = {}
         self._calls_memo: dict[int, list] = {}
@@ -43,6 +44,7 @@ class ModuleWalk:
         self._sequences_memo: dict[int, dict] = {}
         self._branch_parents: dict[int, tuple[list, list, int]] = {}
         self._hypothesis = None  # the function whose summary assumes module/attached arguments
+        self._tensor_hypothesis = None  # the function whose summary assumes attached tensor arguments
         self.module_scope = Scope(module, "module", None, None, GradMode.ENABLED)
         self._collect_top_level_imports(module.body)
         self._walk_block(module.body, self.module_scope, (), GradMode.ENABLED, None, False)
@@ -162,6 +164,7 @@ class ModuleWalk:
                     key = storage_key(target.target)
                     if key is not None:
                         scope.stores[key].append(stmt.value)
+                        self._store_ctx[id(stmt.value)] = ctx
                 else:
                     self._bind_target(target.target, "assign", stmt.value, (), stmt, ctx)
         elif kind is cst.AnnAssign:
@@ -177,6 +180,8 @@ class ModuleWalk:
                     key = storage_key(func.value)
                     if key is not None:
                         scope.stores[key].extend(arg.value for arg in call.args)
+                        for arg in call.args:
+                            self._store_ctx[id(arg.value)] = ctx
                 return self._statement_grad_switch(call, grad)
         elif kind in (cst.Import, cst.ImportFrom):
             for local in self._record_import(stmt):
