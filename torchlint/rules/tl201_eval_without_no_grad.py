@@ -5,7 +5,7 @@ import re
 
 from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
-    is_test_file, iter_expression_nodes, last_part, name_words, strip_pass_through,
+    is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.vocabulary import COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
@@ -116,6 +116,30 @@ class EvalWithoutNoGrad(Rule):
 
     INVALID = [
         """\
+class CNN(nn.Module):
+    def forward(self, x):
+        return self.out(x)
+
+cnn = CNN()
+for step, (x, y) in enumerate(train_loader):
+    loss = loss_func(cnn(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 50 == 0:
+        test_output = cnn(test_x)  # expect: TL201
+        pred_y = torch.max(test_output, 1)[1].data.numpy()
+        print(step, (pred_y == test_y.numpy()).mean())
+""",
+        """\
+generator = Generator()
+
+def sample_image(n_row, batches_done):
+    z = torch.randn(n_row ** 2, latent_dim)
+    gen_imgs = generator(z)  # expect: TL201
+    save_image(gen_imgs.data, f"images/{batches_done}.png", nrow=n_row)
+""",
+        """\
 class Agent:
     def train_step(self, batch):
         loss = self.model(batch).mean()
@@ -189,6 +213,22 @@ class Net:
 """,
     ]
     VALID = [
+        """\
+for step, (x, y) in enumerate(train_loader):
+    loss = loss_func(cnn(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if step % n_critic == 0:  # a generator step every n_critic batches trains
+        fake = generator(z)
+        g_loss = -critic(fake).mean()
+        g_loss.backward()
+        g_optimizer.step()
+    if step % 50 == 0:
+        with torch.no_grad():
+            test_output = cnn(test_x)
+        print(step, test_output.argmax(1).eq(test_y).float().mean().item())
+""",
         """\
 def show_flow(flow, grid):
     out, ldj = flow(grid, reverse=True)  # .numpy() would raise if this built a graph
@@ -285,6 +325,7 @@ def count_flops(model, x):
             if found is not None:  # inference code from its first statement to its end
                 regions = [(scope.statements[0][1].order - 1, math.inf)]
         if found is None:
+            self._report_periodic_evaluation(scope)
             return
         if analysis.all_calls_grad_disabled(scope):
             return  # every caller in this module already runs it under no_grad
@@ -304,6 +345,75 @@ def count_flops(model, x):
             stmt, call = found
             self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
                         autofix=self._autofix(scope, regions, stmt))
+        else:
+            self._report_periodic_evaluation(scope)
+
+    # ------------------------------------------------------------------ evaluation every N steps
+
+    def _report_periodic_evaluation(self, scope) -> None:
+        found = self._periodic_evaluation(scope)
+        if found is None:
+            return
+        stmt, call = found
+        autofix = None
+        reference = torch_reference(self.analysis)
+        if reference is not None:
+            torch, imports = reference
+            autofix = Fix.unsafe(f"Wrap `{self.code(stmt, 30)}` in `with {torch}.no_grad():`",
+                                 Wrap(stmt, stmt, f"with {torch}.no_grad():"), *imports)
+        self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)),
+                    "run the periodic evaluation under `with torch.no_grad():`", autofix=autofix)
+
+    def _periodic_evaluation(self, scope):
+        """A check every N steps inside a training loop (``if step % 50 == 0:`` then
+        ``out = model(test_x)``, accuracy from ``out.data``): a block that runs a forward pass
+        with grad enabled, never backpropagates, turns what it computed into data and keeps no
+        attached value. (statement, call) of its forward pass, or None."""
+        analysis = self.analysis
+        if not analysis.may_contain("%") or is_test_file(analysis.path):
+            return None
+        for stmt, ctx in scope.statements:
+            if type(stmt) is not cst.If or ctx.scope is not scope or ctx.grad is not GradMode.ENABLED \
+                    or not _periodic_test(stmt.test) or ctx.loop is None or not analysis.loop_backpropagates(ctx.loop):
+                continue
+            inside = {id(node) for node in _block_statements(stmt.body)}
+            block = [(inner, inner_ctx) for inner, inner_ctx in scope.statements
+                     if id(inner) in inside and inner_ctx.scope is scope]
+            found = self._discarding_block(block)
+            if found is not None:
+                return found
+        return None
+
+    def _discarding_block(self, block):
+        analysis = self.analysis
+        forward = None
+        converts = False
+        for stmt, ctx in block:
+            if ctx.grad is not GradMode.ENABLED:
+                return None
+            if type(stmt).__name__ in COMPOUND_STATEMENTS:
+                continue
+            calls = analysis.calls_in(stmt)
+            if analysis.statement_backpropagates(stmt, ctx) or any(
+                    analysis.stepped_optimizer(call, ctx) is not None for call in calls):
+                return None  # a training step taken every N steps (a GAN's generator update)
+            if forward is None and type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+                forward_call = next((call for call in calls if self._is_module_call(call, ctx)), None)
+                if forward_call is not None:
+                    forward = stmt, forward_call
+            if not converts:
+                converts = any(call_name(call) in DETACHING_METHODS for call in calls) or \
+                    self._reads_data_of_attached(stmt, ctx)
+            if self._lets_graph_out(stmt, ctx, calls):
+                return None
+        if forward is None or not converts:
+            return None
+        stmt = forward[0]
+        targets = stmt.targets if type(stmt) is cst.Assign else [stmt]
+        keys = {key for target in targets for key in mentioned_keys(target.target)}
+        if keys & self.analysis.backpropagated_keys(block[0][1].scope):
+            return None  # what it computes goes into a loss later
+        return forward
 
     def _autofix(self, scope, regions, stmt) -> Fix | None:
         """Unsafe (code after the forward might need its graph): decorate a function that is
@@ -441,7 +551,7 @@ def count_flops(model, x):
             return None  # a piece of the model's own forward computation
         if not (analysis.may_contain(".detach(") or analysis.may_contain(".numpy(")
                 or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")
-                or self._name_says_evaluation(name)):
+                or analysis.may_contain(".data") or self._name_says_evaluation(name)):
             return None
         # first the cheap, local part: a forward pass of the model itself and results made data
         forward = None
@@ -456,7 +566,8 @@ def count_flops(model, x):
                 # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
                 if call is not None and not (type(stmt) is cst.Expr and stmt.value is call):
                     forward = stmt, call
-            if not converts and any(call_name(call) in DETACHING_METHODS for call in calls):
+            if not converts and (any(call_name(call) in DETACHING_METHODS for call in calls)
+                                 or self._reads_data_of_attached(stmt, ctx)):
                 converts = True
         if forward is None or not (converts or self._name_says_evaluation(name)):
             return None  # an inference function says so by its results or by its name
@@ -483,6 +594,16 @@ def count_flops(model, x):
         if analysis.may_contain(".numpy(") and self._numpy_of_output(forward[0], own):
             return None  # `.numpy()` raises on a tensor that requires grad: the code says no graph is built
         return forward
+
+    def _reads_data_of_attached(self, stmt, ctx: Context) -> bool:
+        """``save_image(fake.data, path)``: the statement takes ``.data`` of an attached tensor."""
+        analysis = self.analysis
+        if not analysis.may_contain(".data"):
+            return False
+        return any(
+            type(node) is cst.Attribute and node.attr.value == "data" and analysis.is_attached(node.value, ctx)
+            for expr in analysis.own_expressions(stmt) for node in iter_expression_nodes(expr)
+        )
 
     def _numpy_of_output(self, forward_stmt, statements) -> bool:
         """Is a name the forward statement binds turned into an array with ``.numpy()`` without
@@ -815,6 +936,22 @@ def _comprehension_calls(stmt, analysis) -> list:
             )
     return calls
 
+
+
+def _periodic_test(test) -> bool:
+    """``step % 50 == 0``, ``(i + 1) % args.log_every == 0``, ``not step % n``: every N steps."""
+    return any(type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
+               and not type(node.left) in (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+               for node in iter_expression_nodes(test))
+
+
+def _block_statements(block):
+    """Every node inside ``block``: its statements, nested ones included (with their expressions)."""
+    pending = [block]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending.extend(node.children)
 
 
 def _local_target(target) -> bool:
