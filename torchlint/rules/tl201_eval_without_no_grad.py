@@ -22,6 +22,8 @@ LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
 DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+# Names of a module's methods that produce results step by step for their caller.
+GENERATION_WORDS = frozenset({"generate", "generation", "sample", "sampling", "translate", "greedy", "beam"})
 # Tensor methods that keep requires_grad: `.numpy()` after them still raises on a graph output.
 GRAPH_KEEPING_CONVERSIONS = frozenset({"cpu", "cuda", "to", "squeeze", "unsqueeze", "view", "reshape", "flatten", "permute",
                                        "transpose", "contiguous", "float", "double", "half", "clone", "exp", "sigmoid", "softmax"})
@@ -115,6 +117,19 @@ class EvalWithoutNoGrad(Rule):
     CLAIM = "the peak memory of the evaluation loop with autograd enabled is at least 1.5× that of the same loop under `torch.no_grad()`"
 
     INVALID = [
+        """\
+class CharRNN(nn.Module):
+    def forward(self, x, state=None):
+        out, state = self.rnn(self.embed(x), state)
+        return self.head(out), state
+
+    def generate(self, prefix, steps):
+        state, tokens = None, [prefix[0]]
+        for _ in range(steps):
+            logits, state = self(torch.tensor([[tokens[-1]]]), state)  # expect: TL201
+            tokens.append(int(logits.argmax(-1)))
+        return tokens
+""",
         """\
 class CNN(nn.Module):
     def forward(self, x):
@@ -213,6 +228,22 @@ class Net:
 """,
     ]
     VALID = [
+        """\
+class VAE(nn.Module):
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+    def sample(self, n):  # the caller may train on the samples
+        z = torch.randn(n, self.latent)
+        return self.decoder(z)
+
+    def decode_steps(self, z, steps):  # part of the forward computation: returns the graph
+        outs = []
+        for _ in range(steps):
+            z = self.step(z)
+            outs.append(z)
+        return torch.stack(outs)
+""",
         """\
 for step, (x, y) in enumerate(train_loader):
     loss = loss_func(cnn(x), y)
@@ -547,11 +578,12 @@ def count_flops(model, x):
         name = scope.name
         if name.startswith("__") and name != "__call__":
             return None  # __init__ (shape probes), __getitem__ and the like
-        if self._is_module_method(scope) and not self._loops_over_batches(scope):
+        if self._is_module_method(scope) and not (self._loops_over_batches(scope) or self._generates(scope)):
             return None  # a piece of the model's own forward computation
         if not (analysis.may_contain(".detach(") or analysis.may_contain(".numpy(")
                 or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")
-                or analysis.may_contain(".data") or self._name_says_evaluation(name)):
+                or analysis.may_contain(".data") or analysis.may_contain("int(") or analysis.may_contain("float(")
+                or self._name_says_evaluation(name) or GENERATION_WORDS & set(name_words(name))):
             return None
         # first the cheap, local part: a forward pass of the model itself and results made data
         forward = None
@@ -566,10 +598,10 @@ def count_flops(model, x):
                 # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
                 if call is not None and not (type(stmt) is cst.Expr and stmt.value is call):
                     forward = stmt, call
-            if not converts and (any(call_name(call) in DETACHING_METHODS for call in calls)
+            if not converts and (any(call_name(call) in DETACHING_METHODS or _number_of(call) for call in calls)
                                  or self._reads_data_of_attached(stmt, ctx)):
                 converts = True
-        if forward is None or not (converts or self._name_says_evaluation(name)):
+        if forward is None or not (converts or self._name_says_evaluation(name) or GENERATION_WORDS & set(name_words(name))):
             return None  # an inference function says so by its results or by its name
         if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
             return None
@@ -655,6 +687,23 @@ def count_flops(model, x):
             if callee is not None and (analysis.backpropagates(callee) or analysis.returns_attached(callee)):
                 return True  # the value goes on to a project function that trains or passes it on
         return False
+
+    def _generates(self, scope) -> bool:
+        """A module's ``predict(prefix, n)`` / ``generate(...)`` / ``sample(...)`` decoding step
+        by step: named like inference or generation, with a loop that runs the module's own
+        layers. Its user calls it for results, not as part of a forward pass."""
+        words = set(name_words(scope.name))
+        if not (words & GENERATION_WORDS or self._name_says_evaluation(scope.name)):
+            return False
+        analysis = self.analysis
+        return any(
+            _repeats(ctx, analysis) and any(
+                type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self"
+                or type(call.func) is cst.Name and call.func.value == "self"
+                or self._is_module_call(call, ctx)
+                for call in analysis.calls_in(stmt))
+            for stmt, ctx in scope.statements if ctx.scope is scope and type(stmt).__name__ not in COMPOUND_STATEMENTS
+        )
 
     def _loops_over_batches(self, scope) -> bool:
         """Does the function loop over batches itself (``for batch in batches:``)? A module's
@@ -936,6 +985,11 @@ def _comprehension_calls(stmt, analysis) -> list:
             )
     return calls
 
+
+
+def _number_of(call) -> bool:
+    """``int(logits.argmax())``, ``float(score)``: a tensor made a Python number."""
+    return type(call.func) is cst.Name and call.func.value in ("int", "float") and len(call.args) == 1
 
 
 def _periodic_test(test) -> bool:
