@@ -20,10 +20,12 @@ import functools
 from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
 from torchlint.analysis.syntax import call_name, dotted_name, is_test_file
-from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, GradMode, is_clearing_call_name
+from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, GradMode, is_clearing_call_name, name_words
 from torchlint.lazy import cst
 
 MAX_CALL_DEPTH = 4
+# Helpers named for turning tensors into data (`detach(x)`, `to_numpy(t)`, `tensor_to_cpu(d)`).
+DETACHING_HELPER_WORDS = frozenset({"detach", "detached", "numpy", "np", "cpu", "item", "items", "scalar", "scalars", "float", "list"})
 # Bases that never call a subclass's methods other than forward and the hooks they document.
 NEUTRAL_BASES = frozenset({
     "object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol",
@@ -331,7 +333,7 @@ class SummaryQueries:
         if "returns_attached" in memo:
             return memo["returns_attached"]
         memo["returns_attached"] = None  # recursion resolves to "not attached"
-        values = self.returned_return_values(scope)
+        values = self._computed_return_values(scope)
         result = None
         if values:
             if self._returns_attached_under(scope, values, hypothesis=False):
@@ -350,10 +352,20 @@ class SummaryQueries:
         memo = scope._memo
         if "passes_tensors" not in memo:
             memo["passes_tensors"] = False  # recursion resolves to "no"
-            values = self.returned_return_values(scope)
-            memo["passes_tensors"] = self._under_tensor_hypothesis(
-                scope, lambda: any(self.is_attached(value, ctx) for value, ctx in values))
+            if DETACHING_HELPER_WORDS.isdisjoint(name_words(scope.name)):
+                values = self._computed_return_values(scope)
+                memo["passes_tensors"] = self._under_tensor_hypothesis(
+                    scope, lambda: any(self.is_attached(value, ctx) for value, ctx in values))
         return memo["passes_tensors"]
+
+    def _computed_return_values(self, scope: Scope) -> list[tuple[object, Context]]:
+        """Returned values other than a parameter handed back unchanged next to other returns
+        (``else: return x`` in a ``detach(x)`` helper that detaches tensors and passes anything
+        else through)."""
+        values = self.returned_return_values(scope)
+        params = {key for key, bindings in scope.bindings.items() if any(b.kind == "param" for b in bindings)}
+        computed = [(value, ctx) for value, ctx in values if not (type(value) is cst.Name and value.value in params)]
+        return computed if computed else values
 
     def _under_tensor_hypothesis(self, scope: Scope, question):
         saved = self._tensor_hypothesis, self._attached_memo
@@ -370,6 +382,8 @@ class SummaryQueries:
         if index not in memo:
             memo[index] = False
             values = self.returned_return_values(scope)
+            if not DETACHING_HELPER_WORDS.isdisjoint(name_words(scope.name)):
+                return False
             memo[index] = self._under_tensor_hypothesis(scope, lambda: self._elements_attached(values, index))
         return memo[index]
 
