@@ -70,6 +70,14 @@ class AttachmentQueries:
                 else:
                     continue
                 roots.update(_tensor_operand_keys(operand))
+        # `loss = torch.mean(losses); loss.backward()`: the per-sample losses hold the graph too
+        pending = list(roots)
+        while pending:
+            for binding in scope.bindings.get(pending.pop(), ()):
+                source = _reduced_source(binding.value) if binding.kind == "assign" and not binding.element else None
+                if source is not None and source not in roots:
+                    roots.add(source)
+                    pending.append(source)
         result = frozenset(roots)
         scope._memo["roots"] = result
         return result
@@ -369,3 +377,26 @@ def _empty_container(value) -> bool:
         return value.func.value in ("list", "dict", "defaultdict", "OrderedDict") and (
             not value.args or value.func.value == "defaultdict")
     return False
+
+
+REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum"})
+
+
+def _reduced_source(value) -> str | None:
+    """``x`` when ``value`` is ``x.mean()``, ``torch.sum(x)``, ``x.sum() / n`` or ``0.5 * x``: a
+    value computed from the one tensor ``x`` alone."""
+    kind = type(value)
+    if kind is cst.BinaryOperation and type(value.operator) in (cst.Divide, cst.Multiply):
+        literal = (cst.Integer, cst.Float)
+        if type(value.right) in literal or type(value.right) is cst.Call and call_name(value.right) == "len":
+            return _reduced_source(value.left) or (value.left.value if type(value.left) is cst.Name else None)
+        if type(value.left) in literal:
+            return _reduced_source(value.right) or (value.right.value if type(value.right) is cst.Name else None)
+        return None
+    if kind is not cst.Call or type(value.func) is not cst.Attribute or value.func.attr.value not in REDUCTIONS:
+        return None
+    receiver = value.func.value
+    if type(receiver) is cst.Name and receiver.value == "torch":
+        arguments = call_arguments(value)
+        return arguments[0].value if arguments and type(arguments[0]) is cst.Name else None
+    return receiver.value if type(receiver) is cst.Name and receiver.value != "self" else None

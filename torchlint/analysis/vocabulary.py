@@ -75,7 +75,11 @@ MODULE_EVIDENCE_METHODS = (
 COMPUTING_METHOD_WORDS = frozenset({
     "predict", "prediction", "evaluate", "evaluation", "infer", "inference", "decode", "denoise",
     "reconstruct", "sample",
+    # a model's own objective: `net.loss(theta, x)`, `model.calculate_loss(batch)`, `flow.log_prob(x)`
+    "loss", "losses", "nll", "elbo", "logprob", "likelihood",
 })
+# Whole method names of the same kind whose words alone say too little.
+COMPUTING_METHOD_NAMES = frozenset({"log_prob", "log_probs", "log_likelihood"})
 # Calls whose result is a module: model factories and loaders.
 MODULE_FACTORY_RE = re.compile(
     r"(?:^|\.)(?:create_model|from_pretrained|from_config|load_model|build_model|get_model|"

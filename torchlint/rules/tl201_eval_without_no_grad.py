@@ -8,7 +8,7 @@ from torchlint.analysis import (
     is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
-from torchlint.analysis.vocabulary import COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
+from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
 from torchlint.rule import Rule
@@ -883,7 +883,8 @@ def count_flops(model, x):
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value.startswith("_"):
             return False  # a library's private method may well disable grad inside
-        if not COMPUTING_METHOD_WORDS.intersection(word.lower() for word in name_words(func.attr.value)):
+        if not COMPUTING_METHOD_WORDS.intersection(word.lower() for word in name_words(func.attr.value)) \
+                and func.attr.value.lower() not in COMPUTING_METHOD_NAMES:
             return False
         return self.analysis.is_module_by_evidence(func.value, ctx)
 
@@ -896,7 +897,7 @@ def count_flops(model, x):
         memo["tl201_forward"] = False  # recursion resolves to "no"
         result = depth <= MAX_CALL_DEPTH and any(
             inner_ctx.grad is GradMode.ENABLED and (
-                self._is_module_call(inner, inner_ctx)
+                self._is_module_call(inner, inner_ctx) or self._runs_model_method(inner, inner_ctx)
                 or (callee is not None and callee is not scope and callee.grad is GradMode.ENABLED
                     and self._runs_forward(callee, depth + 1))
             )
