@@ -22,6 +22,8 @@ LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
 DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+BUILDER_WORDS = frozenset({"build", "builder", "make", "create", "construct", "setup", "init", "initialize", "initialise"})
+GRADIENT_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "saliency", "jacobian", "hessian"})
 # Names of a module's methods that produce results step by step for their caller.
 GENERATION_WORDS = frozenset({"generate", "generation", "sample", "sampling", "translate", "greedy", "beam"})
 # Tensor methods that keep requires_grad: `.numpy()` after them still raises on a graph output.
@@ -228,6 +230,29 @@ class Net:
 """,
     ]
     VALID = [
+        """\
+class Detector(nn.Module):
+    def forward(self, x):
+        return self.predict(x)
+
+    def predict(self, x):  # the forward computation itself, named predict
+        outputs = []
+        for layer in self.layers:
+            x = layer(x)
+            outputs.append(x)
+        return self.head(outputs)
+
+
+def build_estimator(embedding_net, batch_y):
+    n = int(batch_y.shape[-1])  # a one-off forward to learn the embedding's width
+    width = embedding_net(batch_y).shape[-1]
+    return Flow(n, width)
+
+
+def compute_per_sample_gradient(layer, activations, backprops):
+    grads = layer.per_sample_grad(list(layer.parameters()), activations, backprops)
+    return {p: g.detach() for p, g in zip(layer.parameters(), grads)}
+""",
         """\
 class VAE(nn.Module):
     def forward(self, x):
@@ -583,7 +608,7 @@ def count_flops(model, x):
         if not (analysis.may_contain(".detach(") or analysis.may_contain(".numpy(")
                 or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")
                 or analysis.may_contain(".data") or analysis.may_contain("int(") or analysis.may_contain("float(")
-                or self._name_says_evaluation(name) or GENERATION_WORDS & set(name_words(name))):
+                or self._name_says_evaluation(name) or _names_generation(name)):
             return None
         # first the cheap, local part: a forward pass of the model itself and results made data
         forward = None
@@ -601,10 +626,15 @@ def count_flops(model, x):
             if not converts and (any(call_name(call) in DETACHING_METHODS or _number_of(call) for call in calls)
                                  or self._reads_data_of_attached(stmt, ctx)):
                 converts = True
-        if forward is None or not (converts or self._name_says_evaluation(name) or GENERATION_WORDS & set(name_words(name))):
+        if forward is None or not (converts or self._name_says_evaluation(name) or _names_generation(name)):
             return None  # an inference function says so by its results or by its name
         if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
             return None
+        words = {word.lower() for word in name_words(name)}
+        if GRADIENT_WORDS & words:
+            return None  # computes gradients on purpose (per-sample gradients, saliency)
+        if BUILDER_WORDS & words:
+            return None  # a one-off forward pass that learns shapes while building a model
         if analysis.returns_attached(scope) is not None:
             return None
         if any(
@@ -692,10 +722,16 @@ def count_flops(model, x):
         """A module's ``predict(prefix, n)`` / ``generate(...)`` / ``sample(...)`` decoding step
         by step: named like inference or generation, with a loop that runs the module's own
         layers. Its user calls it for results, not as part of a forward pass."""
-        words = set(name_words(scope.name))
-        if not (words & GENERATION_WORDS or self._name_says_evaluation(scope.name)):
+        if not (_names_generation(scope.name) or self._name_says_evaluation(scope.name)):
             return False
         analysis = self.analysis
+        forward = analysis.method_of(scope.parent, "forward", set())
+        if forward is not None and any(
+            type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self"
+            and call.func.attr.value == scope.name
+            for call, _, _ in forward.owner.scope_calls(forward)
+        ):
+            return False  # the module's forward runs it: `forward(x)` returning `self.predict(x)`
         return any(
             _repeats(ctx, analysis) and any(
                 type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self"
@@ -986,6 +1022,13 @@ def _comprehension_calls(stmt, analysis) -> list:
             )
     return calls
 
+
+
+def _names_generation(name: str) -> bool:
+    """``generate``, ``sample_images``, ``greedy_decode``: a name that starts with producing
+    samples (not ``compute_per_sample_grad``)."""
+    words = name_words(name)
+    return bool(words) and words[0].lower() in GENERATION_WORDS
 
 
 def _number_of(call) -> bool:
