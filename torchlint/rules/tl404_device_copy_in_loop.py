@@ -4,6 +4,7 @@ import re
 
 from torchlint.analysis import Context, call_arguments, dotted_name, is_inplace_method, keyword_argument, last_part
 from torchlint.lazy import cst
+from torchlint.fix import Fix, Replace, factory_made_there
 from torchlint.rule import Rule
 from torchlint.rules.tl403_allocation_in_loop import AllocationInLoop
 
@@ -58,6 +59,13 @@ class DeviceCopyInLoop(Rule):
     FIX = "move `{name}` to the device once, before the loop"
     FACTORY_MESSAGE = "`{call}` makes the tensor on the CPU and copies it to the device on every iteration"
     FACTORY_FIX = "create it on the device: pass `device=` to `{factory}`"
+    AUTOFIX = (
+        "Safe: a torch factory copied to the device, `torch.zeros(n).cuda()`, becomes "
+        "`torch.zeros(n, device=\"cuda\")` (the move's `device=` / `dtype=` passed to the factory); "
+        "unsafe for random factories and `arange` / `linspace` (the device's generator draws other "
+        "numbers). No fix for a loop-invariant name moved every step: hoisting the copy needs a new "
+        "name and every use of it checked."
+    )
     TOKENS = (".to(", ".cuda(")
     CLAIM = ("a loop-invariant tensor converted every step makes one tensor-sized copy per step, against one in all "
              "when hoisted (on CPU the copy is a dtype conversion standing in for the host-to-device copy)")
@@ -172,8 +180,14 @@ for step, batch in enumerate(loader):
             return  # a CPU generator cannot draw on the device: made on the CPU on purpose
         if type(node) is cst.Assign and self._allocation_in_loop(node, ctx):
             return  # TL403 reports it: made once before the loop, it is copied once
+        autofix = None
+        made = factory_made_there(self.analysis, factory, call)
+        if made is not None:
+            code, safe = made
+            shown = code if len(code) <= 60 else code[:57] + "..."
+            autofix = (Fix.safe if safe else Fix.unsafe)(f"Create it on the device: `{shown}`", Replace(call, code))
         self.report(call, self.FACTORY_MESSAGE.format(call=self.code(call, 50)),
-                    self.FACTORY_FIX.format(factory=f"torch.{last_part(qualified)}"))
+                    self.FACTORY_FIX.format(factory=f"torch.{last_part(qualified)}"), autofix=autofix)
 
     def _allocation_in_loop(self, node, ctx: Context) -> bool:
         """Does TL403 report the statement (a loop-invariant buffer made every step)? Its fix,
