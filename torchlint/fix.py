@@ -622,8 +622,6 @@ def factory_made_there(analysis: Any, factory: Any, move: Any) -> tuple[str, boo
         return None
     if kind not in SAME_VALUE_FACTORIES and kind not in OTHER_VALUE_FACTORIES:
         return None
-    if any(arg.star for arg in factory.args) or "\n" in source_of(analysis, factory):
-        return None
     moved = _move_arguments(analysis, move, torch_name(analysis))
     if moved is None:
         return None
@@ -634,10 +632,23 @@ def factory_made_there(analysis: Any, factory: Any, move: Any) -> tuple[str, boo
             added.append((word, code))
         elif source_of(analysis, present) != code:
             return None  # made on one device (or dtype) and moved to another: not ours to merge
-    if not added:
+    code = with_keywords(analysis, factory, added)
+    if code is None:
+        return None
+    safe = kind in SAME_VALUE_FACTORIES or (kind == "tensor" and "dtype" not in moved)
+    return code, safe
+
+
+def with_keywords(analysis: Any, call: Any, keywords: list[tuple[str, str]]) -> str | None:
+    """The source of ``call`` with the keyword arguments ``(name, code)`` added after its own;
+    None when there is nothing to add, or the call passes ``*args`` / ``**kwargs`` (which may
+    hold the same keyword) or spans several lines (where the new argument would go is a matter
+    of layout, not ours to guess)."""
+    from torchlint.lazy import cst
+
+    if not keywords or any(arg.star for arg in call.args) or "\n" in source_of(analysis, call):
         return None
     equal = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    args = [*factory.args, *(cst.Arg(keyword=cst.Name(word), value=cst.parse_expression(code), equal=equal)
-                             for word, code in added)]
-    safe = kind in SAME_VALUE_FACTORIES or (kind == "tensor" and "dtype" not in moved)
-    return source_of(analysis, factory.with_changes(args=args)), safe
+    args = [*call.args, *(cst.Arg(keyword=cst.Name(word), value=cst.parse_expression(code), equal=equal)
+                          for word, code in keywords)]
+    return source_of(analysis, call.with_changes(args=args))
