@@ -351,3 +351,25 @@ def test_tl203_turns_off_the_reentrant_checkpoint_but_leaves_single_layers_alone
     out = fixed(source, "TL203")
     assert "cp.checkpoint(encoder, x, use_reentrant=False)\n" in out
     assert "other = cp.checkpoint(encoder, x, use_reentrant=False)\n" in out
+
+
+def test_tl202_inserts_before_a_training_helper_not_before_the_statements_above_it():
+    source = """\
+    import torch
+
+    def train_one_epoch(model, loader, optimizer):
+        for x, y in loader:
+            optimizer.zero_grad()
+            model(x, y).backward()
+            optimizer.step()
+
+    def fit(model, optimizer, loader, val_loader, epochs):
+        for epoch in range(epochs):
+            if epoch % 10 == 0:
+                print(epoch)
+            train_one_epoch(model, loader, optimizer)
+            model.eval()
+            print(sum(model(x, y).item() for x, y in val_loader))
+    """
+    assert "            print(epoch)\n        model.train()\n        train_one_epoch(model, loader, optimizer)\n" in fixed(
+        source, "TL202")

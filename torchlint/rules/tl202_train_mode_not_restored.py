@@ -239,8 +239,10 @@ for epoch in range(epochs):
         if first is None:
             return None
         orders = {id(stmt): ctx.order for stmt, ctx in loop.scope.statements}
-        body = [stmt for stmt in loop.node.body.body if id(stmt) in orders] if hasattr(loop.node.body, "body") else []
-        containing = [stmt for stmt in body if orders[id(stmt)] <= first]
+        # the body's statements as the walk records them: a line of simple statements by its first
+        anchors = [stmt.body[0] if type(stmt) is cst.SimpleStatementLine else stmt
+                   for stmt in getattr(loop.node.body, "body", ())]
+        containing = [stmt for stmt in anchors if id(stmt) in orders and orders[id(stmt)] <= first]
         if not containing:
             return None
         return Fix.unsafe(f"Insert `{key}.train()` before the training in the loop",

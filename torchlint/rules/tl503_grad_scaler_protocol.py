@@ -384,7 +384,8 @@ else:
             if self._steps_in(ctx.scope) != 1:
                 return None  # an update() between two optimizers' steps would unscale the second wrongly
             changes.append(InsertAfter(node, f"{name}.update()"))
-        return Fix.safe(f"Step through `{self.code(scaler, 40)}`", *changes)
+        return Fix.safe(f"Call `{self.code(scaler, 30)}.step({self.code(optimizer, 30)})` instead of `{self.code(call, 40)}`",
+                        *changes)
 
     def _steps_in(self, scope) -> int:
         """How many optimizer steps (plain or through a scaler) the function's own body makes."""
