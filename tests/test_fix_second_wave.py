@@ -373,3 +373,48 @@ def test_tl202_inserts_before_a_training_helper_not_before_the_statements_above_
     """
     assert "            print(epoch)\n        model.train()\n        train_one_epoch(model, loader, optimizer)\n" in fixed(
         source, "TL202")
+
+
+# --- TL304 dataset item mutated in place ---------------------------------------------------------
+
+DATASET = """\
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+class Noisy(Dataset):
+    def __init__(self, n):
+        self.x = {store}
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        if self.augment:
+            x.mul_(1.5)
+        x += 1
+        return x
+"""
+
+
+@pytest.mark.parametrize("store, copy", [("torch.randn(n, 8)", "clone"), ("np.zeros((n, 8)).astype(np.float32)", "copy")])
+def test_tl304_copies_the_item_once_before_its_first_change(store, copy):
+    source = DATASET.format(store=store)
+    assert applicability(source, "TL304") == ["unsafe", "unsafe"]
+    out = fixed(source, "TL304")
+    # where it is taken, not before the first change: that one runs only under `if self.augment:`
+    assert f"        x = self.x[i]\n        x = x.{copy}()\n        if self.augment:\n" in out
+    assert out.count(f".{copy}()") == 1
+
+
+def test_tl304_no_fix_for_an_item_bound_on_several_paths():
+    source = DATASET.format(store="torch.randn(n, 8)").replace(
+        "        x = self.x[i]\n", "        if i % 2:\n            x = self.x[i]\n        else:\n            x = self.x[-i]\n")
+    assert fixes(source, "TL304") == [None, None]
+
+
+@pytest.mark.parametrize("store", ["load_items(n)", "torch.randn(n, 8) if n else np.zeros((n, 8))"])
+def test_tl304_no_fix_for_data_of_unknown_type(store):
+    source = DATASET.format(store=store).replace("        x += 1\n", "")
+    assert fixes(source, "TL304") in ([None], [])
