@@ -418,3 +418,8 @@ def test_tl304_no_fix_for_an_item_bound_on_several_paths():
 def test_tl304_no_fix_for_data_of_unknown_type(store):
     source = DATASET.format(store=store).replace("        x += 1\n", "")
     assert fixes(source, "TL304") in ([None], [])
+
+
+def test_tl504_in_a_file_without_imports_adds_one_after_the_docstring():
+    source = SNAPSHOT.format(imports='"""Training."""\n# a comment', snapshot="model.state_dict()")
+    assert fixed(source, "TL504").startswith('"""Training."""\n# a comment\n\nimport copy\ndef fit(')

@@ -507,7 +507,8 @@ def import_reference(analysis: Any, module: str, attribute: str, ctx: Any) -> tu
     """(code, extra changes) naming ``module.attribute`` (``copy.deepcopy``) at ``ctx``: through an
     import in force there (``from copy import deepcopy``, ``import copy as cp``), or as
     ``module.attribute`` with an ``import module`` added after the module's leading imports when
-    nothing in the file binds the name ``module``. None when neither is possible."""
+    nothing in the file binds the name ``module`` (at the top, after the docstring, when the file
+    does not open with imports). None when neither is possible."""
     imports = analysis.imports
     for alias, full in sorted(imports.items()):
         if full == f"{module}.{attribute}" and _imported_here(analysis, alias, ctx):
@@ -519,9 +520,27 @@ def import_reference(analysis: Any, module: str, attribute: str, ctx: Any) -> tu
     if module in imports or any(scope.bindings.get(module) for scope in scopes):
         return None  # the name is taken (or imported where this code cannot see it)
     last = _leading_imports_end(analysis)
-    if last is None:
+    if last is not None:
+        return f"{module}.{attribute}", (InsertAfter(last, f"import {module}"),)
+    first = _first_code_statement(analysis)
+    if first is None:
         return None
-    return f"{module}.{attribute}", (InsertAfter(last, f"import {module}"),)
+    return f"{module}.{attribute}", (InsertBefore(first, f"import {module}"),)
+
+
+def _first_code_statement(analysis: Any) -> Any | None:
+    """The module's first statement after its docstring (a line's first simple statement)."""
+    from torchlint.lazy import cst
+
+    for index, statement in enumerate(analysis.module.body):
+        if type(statement) is cst.SimpleStatementLine:
+            small = statement.body
+            if index == 0 and len(small) == 1 and type(small[0]) is cst.Expr and type(small[0].value) in (
+                    cst.SimpleString, cst.ConcatenatedString):
+                continue  # the module docstring
+            return small[0]
+        return statement
+    return None
 
 
 def _imported_here(analysis: Any, alias: str, ctx: Any) -> bool:
