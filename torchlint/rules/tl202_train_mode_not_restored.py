@@ -215,9 +215,9 @@ for epoch in range(epochs):
             reported.add(id(stmt))
             model = key or "model"  # `models[i].eval()`: the receiver has no name
             self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model), self.FIX.format(model=model),
-                        autofix=self._autofix(key, loop, modes) if key is not None else None)
+                        autofix=self._autofix(key, loop) if key is not None else None)
 
-    def _autofix(self, key: str, loop, modes: ModeSwitches) -> Fix | None:
+    def _autofix(self, key: str, loop) -> Fix | None:
         """``model.train()`` inserted right before the statement of the loop's body that trains
         first (the inner loop over batches, ``train_one_epoch(...)``), so every iteration trains
         in training mode wherever its validation sits. Unsafe: a model put in eval mode on
@@ -228,8 +228,10 @@ for epoch in range(epochs):
         if loop.implicit is not None:
             return None
         for stmt, ctx in loop.scope.statements:
-            if ctx.scope is loop.scope and ctx.order < loop.start and any(
-                    mode == "eval" and _same_model(key, other) for mode, other in modes.of_statement(stmt, ctx)):
+            # the statement's own switch only: asking `modes` here would fill its memo out of the
+            # order the detection asks in
+            own = _switch_of(stmt) if ctx.scope is loop.scope and ctx.order < loop.start else None
+            if own is not None and own[0] == "eval" and _same_model(key, dotted_name(strip_pass_through(own[1]))):
                 return None  # eval mode chosen before the loop: training in it may be deliberate
         first = None
         for stmt, ctx in analysis.statements_in_loop(loop):
