@@ -198,6 +198,10 @@ def fit(loader, device):
      "torch.randn(8, 1, requires_grad=True, device=device, dtype=torch.float64)", "unsafe"),  # another generator
     ("torch.tensor([0.1], requires_grad=True).to(dtype=torch.float64)",
      "torch.tensor([0.1], requires_grad=True, dtype=torch.float64)", "unsafe"),  # rounded anew
+    ("torch.full((8, 1), 0.1, requires_grad=True).double()",
+     "torch.full((8, 1), 0.1, requires_grad=True, dtype=torch.float64)", "unsafe"),
+    ("torch.full((8, 1), 0.1, requires_grad=True).to(device)",
+     "torch.full((8, 1), 0.1, requires_grad=True, device=device)", "safe"),
 ])
 def test_tl303_makes_the_leaf_where_it_is_used(value, expected, kind):
     source = LEAF.format(value=value)

@@ -552,12 +552,15 @@ def _imported_here(analysis: Any, alias: str, ctx: Any) -> bool:
 # device or dtype in the call gives the very values the copy had (safe). Others draw random
 # numbers from another generator or round differently in the new dtype (unsafe).
 SAME_VALUE_FACTORIES = frozenset({
-    "zeros", "ones", "empty", "full", "eye", "empty_strided", "zeros_like", "ones_like", "empty_like",
-    "full_like", "tril_indices", "triu_indices",
+    "zeros", "ones", "empty", "eye", "empty_strided", "zeros_like", "ones_like", "empty_like",
+    "tril_indices", "triu_indices",
 })
+# the same values when only the device changes; a dtype change rounds the given values anew
+# (`torch.full((2,), 0.1).double()` holds float32's 0.1, `dtype=torch.float64` the float64 one)
+SAME_VALUE_ON_DEVICE = frozenset({"full", "full_like", "tensor"})
 OTHER_VALUE_FACTORIES = frozenset({
     "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "arange", "linspace",
-    "logspace", "tensor",
+    "logspace",
 })
 DTYPE_METHODS = {"double": "float64", "float": "float32", "half": "float16", "bfloat16": "bfloat16"}
 _DTYPES = frozenset({
@@ -630,8 +633,9 @@ def factory_made_there(analysis: Any, factory: Any, move: Any) -> tuple[str, boo
     made there directly. None when the factory is not a torch one taking ``device=`` / ``dtype=``,
     the move is not that simple, the factory already names another device or dtype, passes
     ``**kwargs``, or spans several lines. Safe when the factory's values cannot depend on where it
-    runs (``zeros``, ``full``, ``eye``, ``torch.tensor`` moved only); unsafe for random factories
-    (another generator draws other numbers) and values rounded differently in the new dtype."""
+    runs (``zeros``, ``eye``; ``full`` and ``torch.tensor`` moved to a device only); unsafe for
+    random factories (another generator draws other numbers) and values rounded anew in the new
+    dtype."""
     from torchlint.analysis import keyword_argument, last_part
     from torchlint.lazy import cst
 
@@ -639,7 +643,7 @@ def factory_made_there(analysis: Any, factory: Any, move: Any) -> tuple[str, boo
     kind = last_part(qualified)
     if not qualified.startswith("torch.") or qualified.count(".") != 1:
         return None
-    if kind not in SAME_VALUE_FACTORIES and kind not in OTHER_VALUE_FACTORIES:
+    if kind not in SAME_VALUE_FACTORIES | SAME_VALUE_ON_DEVICE | OTHER_VALUE_FACTORIES:
         return None
     moved = _move_arguments(analysis, move, torch_name(analysis))
     if moved is None:
@@ -654,7 +658,7 @@ def factory_made_there(analysis: Any, factory: Any, move: Any) -> tuple[str, boo
     code = with_keywords(analysis, factory, added)
     if code is None:
         return None
-    safe = kind in SAME_VALUE_FACTORIES or (kind == "tensor" and "dtype" not in moved)
+    safe = kind in SAME_VALUE_FACTORIES or (kind in SAME_VALUE_ON_DEVICE and "dtype" not in moved)
     return code, safe
 
 

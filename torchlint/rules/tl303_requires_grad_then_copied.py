@@ -45,9 +45,9 @@ class RequiresGradThenCopied(Rule):
         "Safe: passes the move's `device=` / `dtype=` to the torch factory instead "
         "(`torch.zeros(3, requires_grad=True, device=device)`), when one simple move (`.cuda()`, "
         "`.to(device)`, `.to(device, dtype)`, `.double()`) follows the factory directly. Unsafe "
-        "for random factories, `arange` / `linspace` and a dtype change of `torch.tensor`: the "
-        "values are drawn or rounded anew. No fix for chains of moves, `Variable(...)` or other "
-        "constructors."
+        "for random factories, `arange` / `linspace`, and a dtype change of `torch.full` / "
+        "`torch.tensor`: the values are drawn or rounded anew. No fix for chains of moves, "
+        "`Variable(...)` or other constructors."
     )
     TOKENS = ("requires_grad",)
     CLAIM = "the copied tensor's .grad stays None and it never trains; created on its dtype and device it trains"
