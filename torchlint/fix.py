@@ -8,7 +8,7 @@ to ``Rule.report``. A change names libcst nodes of the analysed tree, never offs
   span several) at the statement's indentation, before its first line or after its last;
 - ``Delete(statement)``: the statement's lines go (with their trailing comment);
 - ``Move(statement, after)``: the statement's lines go and reappear after the statement
-  ``after`` (at its indentation);
+  ``after`` (at its indentation); with ``leave_pass``, one alone in its block leaves ``pass``;
 - ``Wrap(first, last, header)``: the statements ``first`` .. ``last`` of one block move one
   level in under ``header`` (``with torch.no_grad():``).
 
@@ -112,6 +112,9 @@ class Delete:
 class Move:
     statement: Any
     after: Any
+    # a statement alone in its block leaves `pass` behind (`finally: pass`) instead of making the
+    # fix unavailable; only where the block running nothing is what the move means
+    leave_pass: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +265,11 @@ def _delete_lines(source: SourceText, first: int, last: int) -> Edit:
     return Edit("", previous, len(source.lines[previous - 1]) + 1, last, len(source.lines[last - 1]) + 1)
 
 
+def _replace_lines(source: SourceText, first: int, last: int, line: str) -> Edit:
+    """Lines first..last replaced by ``line`` (keeping the last line's break)."""
+    return Edit(line, first, 1, last, len(source.lines[last - 1]) + 1)
+
+
 def _decorated_start(node: Any, positions) -> Any:
     """A decorated definition starts at its first decorator."""
     decorators = getattr(node, "decorators", None)
@@ -318,14 +326,18 @@ def resolve(fix: Fix, positions, text: str | SourceText) -> Fix:
             edits.append(_delete_lines(source, first, last))
         elif kind is Move:
             first, last, indent = _statement_lines(source, _decorated_start(change.statement, positions))
-            if _only_statement(source, first, last, indent):
+            alone = _only_statement(source, first, last, indent)
+            if alone and not change.leave_pass:
                 raise Unresolvable("the block would be left empty")
             _, after_last, after_indent = _statement_lines(source, _decorated_start(change.after, positions))
             lines = _lines_of(source, first, last)
             if len(lines) > 1 and _TRIPLE_QUOTE_RE.search("\n".join(lines)):
                 raise Unresolvable("a multi-line string would be re-indented")
             moved = _reindent(lines, indent, after_indent)
-            edits.append(_delete_lines(source, first, last))
+            if alone:
+                edits.append(_replace_lines(source, first, last, indent + "pass"))
+            else:
+                edits.append(_delete_lines(source, first, last))
             edits.append(_after_lines(source, after_last, "".join(line + nl for line in moved)))
         elif kind is Wrap:
             first, _, indent = _statement_lines(source, _decorated_start(change.first, positions))
@@ -403,7 +415,8 @@ def move_after_loop(statement: Any, ctx: Any, message: str) -> Fix | None:
     loop = ctx.loops[-1] if ctx.loops else None
     if loop is None or loop.implicit is not None:
         return None
-    return Fix.unsafe(message, Move(statement, loop.node))
+    # alone in a `finally:` or `with` block of the loop, it leaves `pass` there
+    return Fix.unsafe(message, Move(statement, loop.node, leave_pass=True))
 
 
 def torch_name(analysis: Any) -> str | None:
