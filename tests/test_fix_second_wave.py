@@ -211,6 +211,7 @@ def test_tl303_makes_the_leaf_where_it_is_used(value, expected, kind):
 
 @pytest.mark.parametrize("value", [
     "torch.zeros(8, 1, requires_grad=True).to(x0)",  # another tensor's device and dtype
+    "torch.zeros(8, 1, requires_grad=True).to(cuda_dtype)",  # a dtype by its name, of unknown value
     "torch.zeros(8, 1, requires_grad=True).double().cuda()",  # a chain of moves
     "torch.zeros(8, 1, device='cpu', requires_grad=True).to('cuda')",  # made on one device, moved to another
     "torch.zeros(8, 1, requires_grad=True).cuda(non_blocking=True)",

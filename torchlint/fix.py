@@ -601,7 +601,8 @@ def _is_device(analysis: Any, expr: Any) -> bool:
     if type(expr) is cst.Call:
         return (analysis.qualified_name(expr.func) or "") == "torch.device"
     key = dotted_name(expr)
-    return key is not None and bool(_DEVICE_WORD_RE.search(last_part(key))) and not _is_dtype(analysis, expr)
+    word = last_part(key) if key is not None else ""
+    return bool(_DEVICE_WORD_RE.search(word)) and "dtype" not in word.lower() and not _is_dtype(analysis, expr)
 
 
 def _move_arguments(analysis: Any, move: Any, torch: str | None) -> dict[str, str] | None:
@@ -650,7 +651,6 @@ def factory_made_there(analysis: Any, factory: Any, move: Any) -> tuple[str, boo
     random factories (another generator draws other numbers) and values rounded anew in the new
     dtype."""
     from torchlint.analysis import keyword_argument, last_part
-    from torchlint.lazy import cst
 
     qualified = analysis.qualified_name(factory.func) or ""
     kind = last_part(qualified)

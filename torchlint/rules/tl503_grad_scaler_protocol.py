@@ -276,26 +276,18 @@ else:
         none); the scaler steps one optimizer there, and this is the function's first clip."""
         analysis = self.analysis
         scope = ctx.scope
-        key = dotted_name(scaler)
         conditions = analysis.branch_conditions(node, scope)
         if backward_ctx is not None:
             backward = next(stmt for stmt, stmt_ctx in scope.statements if stmt_ctx is backward_ctx)
             taken = analysis.branch_conditions(backward, scope)
             if conditions[:len(taken)] != taken or backward_ctx.loops != ctx.loops:
                 return None  # the scaled backward does not run on every pass through the clip
-        steps = []
-        for stmt, stmt_ctx in scope.statements:
-            if stmt_ctx.scope is not scope:
-                continue
-            for call in analysis.calls_in(stmt):
-                func = call.func
-                if type(func) is cst.Attribute and func.attr.value == "step" and dotted_name(func.value) == key:
-                    optimizer = analysis.stepped_optimizer(call, stmt_ctx)
-                    if optimizer is not None:
-                        steps.append((stmt, stmt_ctx, optimizer))
-                elif stmt_ctx.order != ctx.order and analysis.is_gradient_clipping(call, stmt_ctx) \
-                        and stmt_ctx.order < ctx.order and (backward_ctx is None or stmt_ctx.order > backward_ctx.order):
-                    return None  # an earlier clip gets the unscale_ (this one is fine after it)
+        start = backward_ctx.order if backward_ctx is not None else 0
+        if any(start < stmt_ctx.order < ctx.order and stmt_ctx.scope is scope
+               and any(analysis.is_gradient_clipping(call, stmt_ctx) for call in analysis.calls_in(stmt))
+               for stmt, stmt_ctx in scope.statements):
+            return None  # an earlier clip gets the unscale_ (this one is fine after it)
+        steps = self._scaler_step_statements(dotted_name(scaler), scope)
         if len({dotted_name(optimizer) for _, _, optimizer in steps}) != 1:
             return None  # several optimizers (or one the analysis cannot name): which to unscale?
         stmt, stmt_ctx, optimizer = steps[0]
@@ -306,6 +298,18 @@ else:
             return None  # unscale_ after the clip: a second one before it would raise
         call = f"{source_of(analysis, scaler)}.unscale_({source_of(analysis, optimizer)})"
         return Fix.safe(f"Insert `{call}` before the clip", InsertBefore(node, call))
+
+    def _scaler_step_statements(self, key: str | None, scope) -> list:
+        """(statement, context, optimizer) of every ``<key>.step(optimizer)`` in the function's
+        own body."""
+        analysis = self.analysis
+        return [
+            (stmt, stmt_ctx, optimizer)
+            for stmt, stmt_ctx in scope.statements if stmt_ctx.scope is scope
+            for call in analysis.calls_in(stmt)
+            if type(call.func) is cst.Attribute and call.func.attr.value == "step" and dotted_name(call.func.value) == key
+            for optimizer in (analysis.stepped_optimizer(call, stmt_ctx),) if optimizer is not None
+        ]
 
     def _scaler_step_after(self, node, ctx: Context):
         """The scaler of a ``scaler.step(optimizer)`` later in the same function."""
@@ -417,8 +421,7 @@ else:
         key = dotted_name(scaler)
         if key is None or analysis.scaler_disabled(scaler, ctx):
             return
-        updated = analysis.scaler_updates()
-        if key in updated or any(last_part(other) == last_part(key) for other in updated if other):
+        if self._updated(scaler):
             return
         if self._scaler_escapes(key, ctx):
             return  # handed to a helper that may update it
