@@ -260,18 +260,24 @@ def test_fixing_a_bad_fixture_parses_and_reaches_a_fixed_point(path):
 
 
 def test_fixes_remove_at_least_80_percent_of_the_findings_in_the_bad_fixtures():
-    """Counted over the rules that offer fixes (``AUTOFIX``): the second-wave rules that have
-    none yet (TL202, TL204, TL304, TL305 …) say so in the README's table and are listed here."""
+    """The issue's figure: `--fix --unsafe-fixes` over every bad fixture removes at least 80% of
+    all findings, and of the findings of the rules that offer fixes (``AUTOFIX``). The rules
+    without one (TL204, TL305) say so in the README's table."""
     fixable = {rule.CODE for rule in all_rules() if rule.AUTOFIX}
-    before = after = 0
+    before = after = fixable_before = fixable_after = 0
     for path in BAD_FIXTURES:
         text = path.read_text(encoding="utf-8")
-        before += sum(v.code in fixable for v in lint_source(text, str(path), all_rules()))
-        after += sum(v.code in fixable for v in fix_text(text, str(path), all_rules(), unsafe=True).remaining)
-    assert before > 50
+        found = lint_source(text, str(path), all_rules())
+        remaining = fix_text(text, str(path), all_rules(), unsafe=True).remaining
+        before, after = before + len(found), after + len(remaining)
+        fixable_before += sum(v.code in fixable for v in found)
+        fixable_after += sum(v.code in fixable for v in remaining)
+    assert fixable_before > 50
     assert after <= 0.2 * before, f"{after} of {before} findings left"
+    assert fixable_after <= 0.2 * fixable_before, f"{fixable_after} of {fixable_before} fixable rules' findings left"
     first_wave = {"TL101", "TL102", "TL103", "TL201", "TL301", "TL302", "TL401", "TL402", "TL403", "TL501", "TL502"}
-    assert first_wave <= fixable
+    second_wave = {"TL104", "TL202", "TL203", "TL303", "TL304", "TL404", "TL503", "TL504"}
+    assert first_wave | second_wave <= fixable
 
 
 def test_diff_leaves_every_bad_fixture_byte_for_byte(cli, tmp_path):

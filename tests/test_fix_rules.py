@@ -248,3 +248,26 @@ def test_tl301_joins_the_no_grad_block_right_above_but_no_other_block():
     out = fixed(source, "TL301")
     assert "    with torch.no_grad():\n        log(w)\n        w.add_(1)\n" in out
     assert "    with torch.inference_mode():\n        log(w)\n    with torch.no_grad():\n        w.mul_(0.5)\n" in out
+
+
+def test_tl401_tl402_alone_in_a_finally_or_with_block_leave_pass_behind():
+    source = """\
+    import gc
+    import torch
+
+    def train(model, loader):
+        for x in loader:
+            try:
+                model(x).sum().backward()
+            finally:
+                # flushed on every iteration
+                torch.cuda.empty_cache()
+            with torch.no_grad():
+                gc.collect()
+        return model
+    """
+    out = fixed(source, "TL401")
+    assert ("        finally:\n            # flushed on every iteration\n            pass\n"
+            "        with torch.no_grad():\n") in out
+    assert out.endswith("            gc.collect()\n    torch.cuda.empty_cache()\n    return model\n")
+    assert "        with torch.no_grad():\n            pass\n    gc.collect()\n" in fixed(source, "TL402")

@@ -8,7 +8,7 @@ to ``Rule.report``. A change names libcst nodes of the analysed tree, never offs
   span several) at the statement's indentation, before its first line or after its last;
 - ``Delete(statement)``: the statement's lines go (with their trailing comment);
 - ``Move(statement, after)``: the statement's lines go and reappear after the statement
-  ``after`` (at its indentation);
+  ``after`` (at its indentation); with ``leave_pass``, one alone in its block leaves ``pass``;
 - ``Wrap(first, last, header)``: the statements ``first`` .. ``last`` of one block move one
   level in under ``header`` (``with torch.no_grad():``).
 
@@ -112,6 +112,9 @@ class Delete:
 class Move:
     statement: Any
     after: Any
+    # a statement alone in its block leaves `pass` behind (`finally: pass`) instead of making the
+    # fix unavailable; only where the block running nothing is what the move means
+    leave_pass: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +265,11 @@ def _delete_lines(source: SourceText, first: int, last: int) -> Edit:
     return Edit("", previous, len(source.lines[previous - 1]) + 1, last, len(source.lines[last - 1]) + 1)
 
 
+def _replace_lines(source: SourceText, first: int, last: int, line: str) -> Edit:
+    """Lines first..last replaced by ``line`` (keeping the last line's break)."""
+    return Edit(line, first, 1, last, len(source.lines[last - 1]) + 1)
+
+
 def _decorated_start(node: Any, positions) -> Any:
     """A decorated definition starts at its first decorator."""
     decorators = getattr(node, "decorators", None)
@@ -318,14 +326,18 @@ def resolve(fix: Fix, positions, text: str | SourceText) -> Fix:
             edits.append(_delete_lines(source, first, last))
         elif kind is Move:
             first, last, indent = _statement_lines(source, _decorated_start(change.statement, positions))
-            if _only_statement(source, first, last, indent):
+            alone = _only_statement(source, first, last, indent)
+            if alone and not change.leave_pass:
                 raise Unresolvable("the block would be left empty")
             _, after_last, after_indent = _statement_lines(source, _decorated_start(change.after, positions))
             lines = _lines_of(source, first, last)
             if len(lines) > 1 and _TRIPLE_QUOTE_RE.search("\n".join(lines)):
                 raise Unresolvable("a multi-line string would be re-indented")
             moved = _reindent(lines, indent, after_indent)
-            edits.append(_delete_lines(source, first, last))
+            if alone:
+                edits.append(_replace_lines(source, first, last, indent + "pass"))
+            else:
+                edits.append(_delete_lines(source, first, last))
             edits.append(_after_lines(source, after_last, "".join(line + nl for line in moved)))
         elif kind is Wrap:
             first, _, indent = _statement_lines(source, _decorated_start(change.first, positions))
@@ -403,7 +415,8 @@ def move_after_loop(statement: Any, ctx: Any, message: str) -> Fix | None:
     loop = ctx.loops[-1] if ctx.loops else None
     if loop is None or loop.implicit is not None:
         return None
-    return Fix.unsafe(message, Move(statement, loop.node))
+    # alone in a `finally:` or `with` block of the loop, it leaves `pass` there
+    return Fix.unsafe(message, Move(statement, loop.node, leave_pass=True))
 
 
 def torch_name(analysis: Any) -> str | None:
@@ -479,6 +492,16 @@ def torch_reference(analysis: Any) -> tuple[str, tuple] | None:
         return None
     if not any(value == "torch" or value.startswith("torch.") for value in analysis.imports.values()):
         return None  # a file that never imports from torch: not ours to add it
+    last = _leading_imports_end(analysis)
+    if last is None:
+        return None
+    return "torch", (InsertAfter(last, "import torch"),)
+
+
+def _leading_imports_end(analysis: Any) -> Any | None:
+    """The last statement of the imports the module opens with (after its docstring), or None."""
+    from torchlint.lazy import cst
+
     last = None
     for index, statement in enumerate(analysis.module.body):
         if type(statement) is not cst.SimpleStatementLine:
@@ -490,6 +513,178 @@ def torch_reference(analysis: Any) -> tuple[str, tuple] | None:
         if not all(type(each) in (cst.Import, cst.ImportFrom) for each in small):
             break
         last = statement
-    if last is None:
+    return last
+
+
+def import_reference(analysis: Any, module: str, attribute: str, ctx: Any) -> tuple[str, tuple] | None:
+    """(code, extra changes) naming ``module.attribute`` (``copy.deepcopy``) at ``ctx``: through an
+    import in force there (``from copy import deepcopy``, ``import copy as cp``), or as
+    ``module.attribute`` with an ``import module`` added after the module's leading imports when
+    nothing in the file binds the name ``module`` (at the top, after the docstring, when the file
+    does not open with imports). None when neither is possible."""
+    imports = analysis.imports
+    for alias, full in sorted(imports.items()):
+        if full == f"{module}.{attribute}" and _imported_here(analysis, alias, ctx):
+            return alias, ()
+    for alias, full in sorted(imports.items()):
+        if full == module and _imported_here(analysis, alias, ctx):
+            return f"{alias}.{attribute}", ()
+    scopes = [analysis.module_scope, *analysis.scopes.values()]
+    if module in imports or any(scope.bindings.get(module) for scope in scopes):
+        return None  # the name is taken (or imported where this code cannot see it)
+    last = _leading_imports_end(analysis)
+    if last is not None:
+        return f"{module}.{attribute}", (InsertAfter(last, f"import {module}"),)
+    first = _first_code_statement(analysis)
+    if first is None:
         return None
-    return "torch", (InsertAfter(last, "import torch"),)
+    return f"{module}.{attribute}", (InsertBefore(first, f"import {module}"),)
+
+
+def _first_code_statement(analysis: Any) -> Any | None:
+    """The module's first statement after its docstring (a line's first simple statement)."""
+    from torchlint.lazy import cst
+
+    for index, statement in enumerate(analysis.module.body):
+        if type(statement) is cst.SimpleStatementLine:
+            small = statement.body
+            if index == 0 and len(small) == 1 and type(small[0]) is cst.Expr and type(small[0].value) in (
+                    cst.SimpleString, cst.ConcatenatedString):
+                continue  # the module docstring
+            return small[0]
+        return statement
+    return None
+
+
+def _imported_here(analysis: Any, alias: str, ctx: Any) -> bool:
+    binding = analysis.lookup(alias, ctx)
+    return binding is not None and binding.kind == "import"
+
+
+# Factories whose values do not depend on where or in which dtype they are made: asking for the
+# device or dtype in the call gives the very values the copy had (safe). Others draw random
+# numbers from another generator or round differently in the new dtype (unsafe).
+SAME_VALUE_FACTORIES = frozenset({
+    "zeros", "ones", "empty", "eye", "empty_strided", "zeros_like", "ones_like", "empty_like",
+    "tril_indices", "triu_indices",
+})
+# the same values when only the device changes; a dtype change rounds the given values anew
+# (`torch.full((2,), 0.1).double()` holds float32's 0.1, `dtype=torch.float64` the float64 one)
+SAME_VALUE_ON_DEVICE = frozenset({"full", "full_like", "tensor"})
+OTHER_VALUE_FACTORIES = frozenset({
+    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "arange", "linspace",
+    "logspace",
+})
+DTYPE_METHODS = {"double": "float64", "float": "float32", "half": "float16", "bfloat16": "bfloat16"}
+_DTYPES = frozenset({
+    "float64", "float32", "float16", "bfloat16", "double", "float", "half", "int64", "int32", "int16", "int8",
+    "uint8", "long", "int", "short", "bool", "complex64", "complex128", "cfloat", "cdouble",
+})
+_DEVICE_WORD_RE = re.compile(r"device|^dev$|gpu|cuda|rank", re.I)
+_DEVICE_STRING_RE = re.compile(r"^[rbuRBU]*['\"](?:cuda|cpu|mps|xpu|npu|hpu|meta)[:'\"]")
+
+
+def _is_dtype(analysis: Any, expr: Any) -> bool:
+    """``torch.float64`` (however torch is imported)."""
+    qualified = analysis.qualified_name(expr) or ""
+    return qualified.startswith("torch.") and qualified[6:] in _DTYPES
+
+
+def _is_device(analysis: Any, expr: Any) -> bool:
+    """``device``, ``self.device``, ``x.device``, ``"cuda:0"``, ``torch.device(...)``: a device
+    and nothing else (``.to(other)`` with a tensor also changes the dtype)."""
+    from torchlint.analysis import dotted_name, last_part
+    from torchlint.lazy import cst
+
+    if type(expr) is cst.SimpleString:
+        return bool(_DEVICE_STRING_RE.match(expr.value))
+    if type(expr) is cst.Call:
+        return (analysis.qualified_name(expr.func) or "") == "torch.device"
+    key = dotted_name(expr)
+    word = last_part(key) if key is not None else ""
+    return bool(_DEVICE_WORD_RE.search(word)) and "dtype" not in word.lower() and not _is_dtype(analysis, expr)
+
+
+def _move_arguments(analysis: Any, move: Any, torch: str | None) -> dict[str, str] | None:
+    """``{"device": code, "dtype": code}`` for a single simple move (``.cuda()``, ``.double()``,
+    ``.to(device)``, ``.to(device, torch.float64)``, ``.to(dtype=...)``), None for anything else
+    (``.cuda(1)``, ``.to(other_tensor)``, ``non_blocking=``)."""
+    from torchlint.lazy import cst
+
+    name = move.func.attr.value
+    if name == "cuda":
+        return {"device": '"cuda"'} if not move.args else None
+    if name in DTYPE_METHODS:
+        return {"dtype": f"{torch}.{DTYPE_METHODS[name]}"} if not move.args and torch else None
+    if name != "to" or not move.args:
+        return None
+    found: dict[str, str] = {}
+    positional = [arg.value for arg in move.args if arg.keyword is None]
+    if any(arg.star for arg in move.args) or len(positional) > 2:
+        return None
+    for index, value in enumerate(positional):
+        if index == 0 and _is_device(analysis, value):
+            found["device"] = source_of(analysis, value)
+        elif _is_dtype(analysis, value) and "dtype" not in found:
+            found["dtype"] = source_of(analysis, value)
+        else:
+            return None  # a tensor to match, or something unknown
+    for arg in move.args:
+        if arg.keyword is None:
+            continue
+        word = arg.keyword.value
+        if word not in ("device", "dtype") or word in found:
+            return None  # non_blocking, copy, memory_format: not a factory argument
+        if word == "dtype" and not _is_dtype(analysis, arg.value):
+            return None
+        found[word] = source_of(analysis, arg.value)
+    return found or None
+
+
+def factory_made_there(analysis: Any, factory: Any, move: Any) -> tuple[str, bool] | None:
+    """(code, safe) of the torch factory call ``factory`` given the device / dtype the single move
+    ``move`` (``.cuda()``, ``.to(device)``, ``.double()``) copies its result to, so the tensor is
+    made there directly. None when the factory is not a torch one taking ``device=`` / ``dtype=``,
+    the move is not that simple, the factory already names another device or dtype, passes
+    ``**kwargs``, or spans several lines. Safe when the factory's values cannot depend on where it
+    runs (``zeros``, ``eye``; ``full`` and ``torch.tensor`` moved to a device only); unsafe for
+    random factories (another generator draws other numbers) and values rounded anew in the new
+    dtype."""
+    from torchlint.analysis import keyword_argument, last_part
+
+    qualified = analysis.qualified_name(factory.func) or ""
+    kind = last_part(qualified)
+    if not qualified.startswith("torch.") or qualified.count(".") != 1:
+        return None
+    if kind not in SAME_VALUE_FACTORIES | SAME_VALUE_ON_DEVICE | OTHER_VALUE_FACTORIES:
+        return None
+    moved = _move_arguments(analysis, move, torch_name(analysis))
+    if moved is None:
+        return None
+    added = []
+    for word, code in moved.items():
+        present = keyword_argument(factory, word)
+        if present is None:
+            added.append((word, code))
+        elif source_of(analysis, present) != code:
+            return None  # made on one device (or dtype) and moved to another: not ours to merge
+    code = with_keywords(analysis, factory, added)
+    if code is None:
+        return None
+    safe = kind in SAME_VALUE_FACTORIES or (kind in SAME_VALUE_ON_DEVICE and "dtype" not in moved)
+    return code, safe
+
+
+def with_keywords(analysis: Any, call: Any, keywords: list[tuple[str, str]]) -> str | None:
+    """The source of ``call`` with the keyword arguments ``(name, code)`` added after its own;
+    None when there is nothing to add, or the call passes ``*args`` / ``**kwargs`` (which may
+    hold the same keyword) or spans several lines (where the new argument would go is a matter
+    of layout, not ours to guess)."""
+    from torchlint.lazy import cst
+
+    if not keywords or any(arg.star for arg in call.args) or "\n" in source_of(analysis, call):
+        return None
+    equal = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    args = [*call.args, *(cst.Arg(keyword=cst.Name(word), value=cst.parse_expression(code), equal=equal)
+                          for word, code in keywords)]
+    return source_of(analysis, call.with_changes(args=args))

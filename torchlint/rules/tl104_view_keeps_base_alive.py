@@ -3,6 +3,7 @@ from __future__ import annotations
 from torchlint.analysis import Context, dotted_name, iter_expression_nodes, mentioned_keys, storage_key, strip_views
 from torchlint.analysis.syntax import is_view_subscript, selected_view
 from torchlint.lazy import cst
+from torchlint.fix import Fix, Replace, source_of
 from torchlint.rule import Rule
 
 # method -> index of the stored argument (TL101's storing calls)
@@ -49,6 +50,11 @@ class ViewKeepsBaseAlive(Rule):
     NAME = "view-keeps-base-alive"
     MESSAGE = "`{stmt}` stores a view of `{base}`, which keeps all of `{base}`'s storage alive after the iteration"
     FIX = "store a copy of just the part: `{value}.clone()`, or `.item()` / `.tolist()` for numbers"
+    AUTOFIX = (
+        "Unsafe: stores `v.clone()` instead of the view `v`: the same values without the base's "
+        "storage. Unsafe because a later in-place write into the base, or through the stored "
+        "view, no longer reaches what was stored."
+    )
     TOKENS = ("[", "narrow", "select", "diagonal")
     CLAIM = ("storing a slice of each step's output keeps every step's whole output: live bytes per step are "
              "the base's size, not the slice's")
@@ -159,8 +165,14 @@ for batch in loader:
             if analysis.is_attached(stored, ctx):
                 return  # TL101's: the graph keeps far more than the base
             base = analysis.code(view, 30)
+            text = source_of(analysis, stored)
+            if type(stored) not in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
+                text = f"({text})"
+            # unsafe: a later in-place write into the base (or through the stored view) no longer
+            # reaches the stored copy
+            autofix = Fix.unsafe(f"Store a copy: `{self.operand(stored)}.clone()`", Replace(stored, f"{text}.clone()"))
             self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), base=base),
-                        self.FIX.format(value=self.operand(stored)))
+                        self.FIX.format(value=self.operand(stored)), autofix=autofix)
             return
 
     def _view_of_fresh_tensor(self, value, ctx: Context, loop):

@@ -6,6 +6,7 @@ from torchlint.analysis import Context, GradMode, dotted_name, iter_expression_n
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertBefore
 from torchlint.rule import Rule
 from torchlint.rules.tl201_eval_without_no_grad import DATA_WORDS, _mode_switch
 
@@ -55,6 +56,13 @@ class TrainModeNotRestored(Rule):
         "loop switches it back: from the next iteration on it trains with dropout off and batch norm frozen"
     )
     FIX = "call `{model}.train()` at the top of the loop (or at the end of the validation)"
+    AUTOFIX = (
+        "Unsafe: inserts `model.train()` right before the statement of the loop's body that trains "
+        "first (the inner loop over batches, or the training helper's call), so every pass trains "
+        "in training mode wherever the validation sits. Unsafe because a model kept in eval mode "
+        "on purpose (frozen batch norm) would lose it; no fix when the function puts the model in "
+        "eval mode before the loop, or the switch names no model."
+    )
     TOKENS = (".eval(", ".train(False)")
     CLAIM = (
         "the model's `training` flag is False during every training step after the first validation "
@@ -206,7 +214,51 @@ for epoch in range(epochs):
                 continue  # a fresh model every iteration starts in training mode
             reported.add(id(stmt))
             model = key or "model"  # `models[i].eval()`: the receiver has no name
-            self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model), self.FIX.format(model=model))
+            self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model), self.FIX.format(model=model),
+                        autofix=self._autofix(key, loop) if key is not None else None)
+
+    def _autofix(self, key: str, loop) -> Fix | None:
+        """``model.train()`` inserted right before the statement of the loop's body that trains
+        first (the inner loop over batches, ``train_one_epoch(...)``), so every iteration trains
+        in training mode wherever its validation sits. Unsafe: a model put in eval mode on
+        purpose for training (frozen batch norm) loses that; no fix when the function switches
+        the model to eval mode before the loop, or when the training is not in the loop's own
+        body (a ``while`` test, a helper that is the loop)."""
+        analysis = self.analysis
+        if loop.implicit is not None:
+            return None
+        for stmt, ctx in loop.scope.statements:
+            # the statement's own switch only: asking `modes` here would fill its memo out of the
+            # order the detection asks in
+            own = _switch_of(stmt) if ctx.scope is loop.scope and ctx.order < loop.start else None
+            if own is not None and own[0] == "eval" and _same_model(key, dotted_name(strip_pass_through(own[1]))):
+                return None  # eval mode chosen before the loop: training in it may be deliberate
+        first = None
+        for stmt, ctx in analysis.statements_in_loop(loop):
+            if ctx.scope is loop.scope and self._trains_here(stmt, ctx):
+                first = ctx.order
+                break
+        if first is None:
+            return None
+        orders = {id(stmt): ctx.order for stmt, ctx in loop.scope.statements}
+        # the body's statements as the walk records them: a line of simple statements by its first
+        anchors = [stmt.body[0] if type(stmt) is cst.SimpleStatementLine else stmt
+                   for stmt in getattr(loop.node.body, "body", ())]
+        containing = [stmt for stmt in anchors if id(stmt) in orders and orders[id(stmt)] <= first]
+        if not containing:
+            return None
+        return Fix.unsafe(f"Insert `{key}.train()` before the training in the loop",
+                          InsertBefore(containing[-1], f"{key}.train()"))
+
+    def _trains_here(self, stmt, ctx: Context) -> bool:
+        """Does the statement step an optimizer, or call a helper that does?"""
+        analysis = self.analysis
+        return any(
+            analysis.stepped_optimizer(call, ctx) is not None
+            or (callee is not None and callee is not ctx.scope and analysis.steps_optimizer(callee))
+            for call in analysis.calls_in(stmt)
+            for callee in (analysis.called_function(call, ctx),)
+        )
 
     # ------------------------------------------------------------------ the loop
 

@@ -6,6 +6,7 @@ from torchlint.analysis import GradMode, Context, call_arguments, dotted_name, k
 from torchlint.analysis.syntax import _names_match
 from torchlint.analysis.vocabulary import PARAMETERISED_LAYERS, STEP_SOURCE_RE
 from torchlint.lazy import cst
+from torchlint.fix import Fix, Replace, with_keywords
 from torchlint.rule import Rule
 
 CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
@@ -81,6 +82,15 @@ class CheckpointMisuse(Rule):
     LAYER_MESSAGE = ("`{call}` checkpoints a single `{layer}`: it keeps its input either way, so memory does not "
                      "go down and the forward runs twice")
     LAYER_FIX = "checkpoint a block of several layers (or the whole stack) in one call"
+    AUTOFIX = (
+        "Unsafe: passes `use_reentrant=False` to a reentrant checkpoint whose inputs need no grad "
+        "(the checkpointed weights then get their gradients). Unsafe because the non-reentrant "
+        "implementation also checks that the recomputation matches the forward (a function whose "
+        "shapes vary between the two calls raises) and treats `torch.no_grad()` / `detach()` "
+        "inside the function differently. No fix for a checkpoint around a single layer: the "
+        "remedy, checkpointing a block of several layers, is a restructuring, and unwrapping the "
+        "one layer would not lower memory either."
+    )
     TOKENS = ("checkpoint",)
     CLAIM = ("the reentrant checkpoint on an input without grad leaves the block's weights without gradient; "
              "checkpointing each layer separately keeps more live memory than one checkpoint around the stack")
@@ -178,7 +188,15 @@ for x, y in loader:
             elif self._check_single_layer(node, call, function, ctx):
                 continue
             if self._reentrant(call) and inputs and all(self._grad_free(value, ctx) for value in inputs):
-                self.report(node, self.MESSAGE.format(call=self.code(call, 60)))
+                self.report(node, self.MESSAGE.format(call=self.code(call, 60)), autofix=self._autofix(call))
+
+    def _autofix(self, call) -> Fix | None:
+        """``use_reentrant=False``: the value replaced, or the keyword added."""
+        value = keyword_argument(call, "use_reentrant")
+        if value is not None:
+            return Fix.unsafe("Pass `use_reentrant=False`", Replace(value, "False"))
+        code = with_keywords(self.analysis, call, [("use_reentrant", "False")])
+        return Fix.unsafe("Pass `use_reentrant=False`", Replace(call, code)) if code is not None else None
 
     def _check_single_layer(self, node, call, function, ctx: Context) -> bool:
         layer = self._single_layer(function, ctx)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import Context, dotted_name, iter_expression_nodes, mentioned_keys
 from torchlint.lazy import cst
+from torchlint.fix import Fix, Replace, factory_made_there
 from torchlint.rule import Rule
 
 
@@ -40,6 +41,14 @@ class RequiresGradThenCopied(Rule):
         "`backward()` its `.grad` stays `None`"
     )
     FIX = "create it in place with `device=` / `dtype=` and `requires_grad=True`, or call `.requires_grad_()` after the move"
+    AUTOFIX = (
+        "Safe: passes the move's `device=` / `dtype=` to the torch factory instead "
+        "(`torch.zeros(3, requires_grad=True, device=device)`), when one simple move (`.cuda()`, "
+        "`.to(device)`, `.to(device, dtype)`, `.double()`) follows the factory directly. Unsafe "
+        "for random factories, `arange` / `linspace`, and a dtype change of `torch.full` / "
+        "`torch.tensor`: the values are drawn or rounded anew. No fix for chains of moves, "
+        "`Variable(...)` or other constructors."
+    )
     TOKENS = ("requires_grad",)
     CLAIM = "the copied tensor's .grad stays None and it never trains; created on its dtype and device it trains"
 
@@ -108,7 +117,21 @@ print(x.grad)
         if key is None or self.analysis.moved_grad_leaf(value, ctx) is None:
             return
         if self._needs_leaf(key, ctx):
-            self.report(node, self.MESSAGE.format(target=self.code(target, 40)))
+            self.report(node, self.MESSAGE.format(target=self.code(target, 40)), autofix=self._autofix(value))
+
+    def _autofix(self, move) -> Fix | None:
+        """The factory asked for the device / dtype itself, when the tensor comes straight from a
+        torch factory and one simple move copies it (``torch.zeros(3, requires_grad=True).cuda()``);
+        a chain of moves or ``Variable(...)`` gets none."""
+        factory = move.func.value
+        if type(factory) is not cst.Call:
+            return None
+        made = factory_made_there(self.analysis, factory, move)
+        if made is None:
+            return None
+        code, safe = made
+        message = f"Create the tensor as `{code if len(code) <= 60 else code[:57] + '...'}`"
+        return (Fix.safe if safe else Fix.unsafe)(message, Replace(move, code))
 
     def _needs_leaf(self, key: str, ctx: Context) -> bool:
         """Does the code read ``key.grad`` or give ``key`` to an optimizer, without calling

@@ -4,6 +4,7 @@ import re
 
 from torchlint.analysis import VIEW_METHODS, Context, dotted_name, is_view_subscript, iter_expression_nodes, last_part
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertAfter
 from torchlint.rule import InPlaceMutationRule
 
 DATASET_RE = re.compile(r"Dataset", re.I)
@@ -56,6 +57,14 @@ class DatasetItemMutatedInPlace(InPlaceMutationRule):
         "every epoch sees the values left by the previous one"
     )
     FIX = "copy first (`{value}.clone()` / `.copy()`) or use an out-of-place operation (`x = x * s`)"
+    AUTOFIX = (
+        "Unsafe: inserts `x = x.clone()` (`x = x.copy()` for a NumPy array) right after the one "
+        "assignment that binds a local `x` to a view of the stored data (so every later change, on "
+        "every path, works on the copy), when the class fills that "
+        "attribute from torch or NumPy. Unsafe because a dataset that changes its items on "
+        "purpose (normalising each once) stops doing so. No fix for a change written on "
+        "`self.x[i]` itself, or data of unknown type."
+    )
     TOKENS = ("__getitem__",)
     CLAIM = (
         "the bad dataset's item differs between epochs (max abs change > 1e-3 and growing), while the good "
@@ -150,8 +159,44 @@ class Pairs(Dataset):
                 continue  # `label -= 1` on a list element rebinds a number
             value = self.code(operand, 30)
             self.report(node, self.MESSAGE.format(stmt=self.code(node, 50), stored=stored),
-                        self.FIX.format(value=value))
+                        self.FIX.format(value=value), autofix=self._autofix(node, operand, stored, ctx))
             return
+
+    def _autofix(self, node, operand, stored: str, ctx: Context) -> Fix | None:
+        """``x = x.clone()`` (``x.copy()`` for a NumPy array) right after the one assignment that
+        binds the local ``x`` to a view of the stored data, so every later change, on every
+        path, works on the copy; only when the class fills the stored attribute from torch or
+        NumPy (the copy method is known). Unsafe: a dataset that changes its stored items on
+        purpose (normalising each once, behind a flag) stops doing so."""
+        if type(operand) is not cst.Name:
+            return None  # `self.x[i].mul_(2)`: an out-of-place rewrite, not a copy, is the fix
+        method = {"torch": "clone", "numpy": "copy"}.get(self._library_of(stored, ctx.scope))
+        if method is None:
+            return None
+        name = operand.value
+        bindings = self.analysis.reaching_bindings(name, ctx)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or type(bindings[0].stmt) is not cst.Assign:
+            return None  # bound on several paths: one copy would not cover them all
+        return Fix.unsafe(f"Copy `{name}` where it is taken: `{name} = {name}.{method}()`",
+                          InsertAfter(bindings[0].stmt, f"{name} = {name}.{method}()"))
+
+    def _library_of(self, key: str, scope) -> str | None:
+        """"torch" or "numpy" when every assignment of ``self.<attr>`` in the class is a call
+        of that library (``torch.randn(...)``, ``np.load(...).astype(...)``), else None."""
+        class_scope = scope.class_scope
+        found = set()
+        for binding in class_scope.bindings.get(key, ()) if class_scope is not None else ():
+            value = binding.value if binding.kind == "assign" and not binding.element else None
+            library = None
+            while type(value) is cst.Call:
+                qualified = self.analysis.qualified_name(value.func) or dotted_name(value.func) or ""
+                if qualified.startswith("torch."):
+                    library = "torch"
+                elif qualified.startswith(("numpy.", "np.")):
+                    library = "numpy"
+                value = value.func.value if type(value.func) is cst.Attribute else None
+            found.add(library)
+        return found.pop() if len(found) == 1 else None
 
     def _in_dataset(self, scope) -> bool:
         parent = scope.parent

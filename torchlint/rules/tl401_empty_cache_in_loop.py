@@ -47,8 +47,9 @@ class EmptyCacheInLoop(Rule):
     MESSAGE = "`{call}` runs on every iteration of the loop, so every iteration re-allocates device memory the cache held"
     FIX = "call it once after the loop, every N steps (`if step % N == 0:`), or only after catching an out-of-memory error"
     AUTOFIX = (
-        "Unsafe: moves the call after the loop. No fix inside a function run once per step, or "
-        "when the call is alone in its block."
+        "Unsafe: moves the call after the loop (alone in a `finally:` or `with` block, it leaves "
+        "`pass` there). No fix inside a function run once per step (there is no loop to move "
+        "it after), and no guard `if step % N == 0:`: N would be a guess."
     )
     TOKENS = ("empty_cache",)
     CLAIM = "on a GPU the bad loop returns reserved memory to the driver every step and takes longer per step than the fixed one"

@@ -42,8 +42,9 @@ class GcCollectInLoop(Rule):
     MESSAGE = "`{call}` runs a full garbage collection on every iteration of the loop"
     FIX = "collect once per epoch or every N steps (`if step % N == 0:`), or once after the loop"
     AUTOFIX = (
-        "Unsafe: moves the call after the loop. No fix inside a function run once per step, or "
-        "when the call is alone in its block."
+        "Unsafe: moves the call after the loop (alone in a `finally:` or `with` block, it leaves "
+        "`pass` there). No fix inside a function run once per step (there is no loop to move "
+        "it after), and no guard `if step % N == 0:`: N would be a guess."
     )
     TOKENS = ("collect",)
     CLAIM = ("the bad loop takes longer per step than the fixed one by at least the cost of one full "

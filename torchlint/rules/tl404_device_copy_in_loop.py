@@ -4,6 +4,7 @@ import re
 
 from torchlint.analysis import Context, call_arguments, dotted_name, is_inplace_method, keyword_argument, last_part
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertBefore, Replace, factory_made_there, source_of
 from torchlint.rule import Rule
 from torchlint.rules.tl403_allocation_in_loop import AllocationInLoop
 
@@ -58,6 +59,17 @@ class DeviceCopyInLoop(Rule):
     FIX = "move `{name}` to the device once, before the loop"
     FACTORY_MESSAGE = "`{call}` makes the tensor on the CPU and copies it to the device on every iteration"
     FACTORY_FIX = "create it on the device: pass `device=` to `{factory}`"
+    AUTOFIX = (
+        "Safe: a torch factory copied to the device, `torch.zeros(n).cuda()`, becomes "
+        "`torch.zeros(n, device=\"cuda\")` (the move's `device=` / `dtype=` passed to the factory); "
+        "unsafe for random factories and `arange` / `linspace` (the device's generator draws other "
+        "numbers) and for a dtype change of `torch.full` / `torch.tensor` (the values are rounded "
+        "anew). Unsafe: a loop-invariant `w.to(device)` is copied once before the loop, "
+        "`w_on_device = w.to(device)`, and the loop uses that name (the copy is made even when the "
+        "loop runs no iteration, and a change to `w` by a function the loop calls no longer "
+        "reaches it). No fix in a function run once per step, for a name moved twice in the loop, "
+        "or a move to a device that changes (`w.to(x.device)` of the batch `x`)."
+    )
     TOKENS = (".to(", ".cuda(")
     CLAIM = ("a loop-invariant tensor converted every step makes one tensor-sized copy per step, against one in all "
              "when hoisted (on CPU the copy is a dtype conversion standing in for the host-to-device copy)")
@@ -160,7 +172,42 @@ for step, batch in enumerate(loader):
             return
         if self._changed_in_loop(name, loop):
             return  # the host copy changes: copying it every step may be the point
-        self.report(call, self.MESSAGE.format(call=self.code(call, 50)), self.FIX.format(name=name))
+        self.report(call, self.MESSAGE.format(call=self.code(call, 50)), self.FIX.format(name=name),
+                    autofix=self._hoist(call, name, ctx))
+
+    def _hoist(self, call, name: str, ctx: Context) -> Fix | None:
+        """``w_on_device = w.to(device)`` before the loop and the name in place of the call.
+        Unsafe: the copy is made even when the loop runs no iteration, and a change to ``w``
+        by a function the loop calls would no longer reach the device copy. Only for a
+        ``for`` / ``while`` statement (not a function run once per step), a name moved once in
+        the loop, and a move whose arguments are names, attributes or constants not rebound in
+        the loop (``x.device`` of a batch changes every step)."""
+        analysis = self.analysis
+        loop = ctx.loop
+        if loop.implicit is not None:
+            return None
+        for arg in call.args:
+            if arg.star or type(arg.value) not in (cst.Name, cst.Attribute, cst.SimpleString, cst.Integer):
+                return None
+            root = arg.value
+            while type(root) is cst.Attribute:
+                root = root.value
+            if type(root) is not cst.Name and type(arg.value) not in (cst.SimpleString, cst.Integer):
+                return None
+            if type(root) is cst.Name and analysis.bound_in_loop(root.value, loop):
+                return None  # the device of this iteration's batch
+        moves = sum(
+            _moves_to_device(other) and type(other.func.value) is cst.Name and other.func.value.value == name
+            for stmt, _ in analysis.statements_in_loop(loop) for other in analysis.calls_in(stmt)
+        )
+        if moves != 1:
+            return None  # moved twice: one hoisted copy for both is a second edit, left to the user
+        hoisted = f"{name}_on_device"
+        scopes = [analysis.module_scope, *analysis.scopes.values()]
+        if hoisted in analysis.imports or any(scope.bindings.get(hoisted) for scope in scopes):
+            return None
+        return Fix.unsafe(f"Copy `{name}` once before the loop, as `{hoisted}`",
+                          InsertBefore(loop.node, f"{hoisted} = {source_of(analysis, call)}"), Replace(call, hoisted))
 
     def _check_factory(self, node, call, factory, ctx: Context) -> None:
         qualified = self.analysis.qualified_name(factory.func) or ""
@@ -172,8 +219,14 @@ for step, batch in enumerate(loader):
             return  # a CPU generator cannot draw on the device: made on the CPU on purpose
         if type(node) is cst.Assign and self._allocation_in_loop(node, ctx):
             return  # TL403 reports it: made once before the loop, it is copied once
+        autofix = None
+        made = factory_made_there(self.analysis, factory, call)
+        if made is not None:
+            code, safe = made
+            shown = code if len(code) <= 60 else code[:57] + "..."
+            autofix = (Fix.safe if safe else Fix.unsafe)(f"Create it on the device: `{shown}`", Replace(call, code))
         self.report(call, self.FACTORY_MESSAGE.format(call=self.code(call, 50)),
-                    self.FACTORY_FIX.format(factory=f"torch.{last_part(qualified)}"))
+                    self.FACTORY_FIX.format(factory=f"torch.{last_part(qualified)}"), autofix=autofix)
 
     def _allocation_in_loop(self, node, ctx: Context) -> bool:
         """Does TL403 report the statement (a loop-invariant buffer made every step)? Its fix,

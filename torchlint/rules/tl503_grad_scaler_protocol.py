@@ -4,6 +4,7 @@ import re
 
 from torchlint.analysis import BACKWARD_FUNCTIONS, Context, call_name, dotted_name, last_part
 from torchlint.lazy import cst
+from torchlint.fix import Fix, InsertAfter, InsertBefore, Replace, source_of
 from torchlint.rule import Rule
 
 _BOOKKEEPING_RE = re.compile(r"save|load|checkpoint|state|log", re.I)
@@ -67,6 +68,15 @@ class GradScalerProtocol(Rule):
         "loss scale never adapts"
     )
     UPDATE_FIX = "call `{scaler}.update()` once per iteration, right after `{step}`"
+    AUTOFIX = (
+        "Safe, each the documented protocol: inserts `scaler.unscale_(optimizer)` right before the "
+        "clip (when the function's `scaler.step()` of that one optimizer follows it on every pass, so "
+        "`unscale_` runs once per step); replaces `optimizer.step()` by `scaler.step(optimizer)` "
+        "(adding `scaler.update()` after it when the file never updates the scaler), when the scaled "
+        "`backward()` runs on every pass through the step; inserts `scaler.update()` after a "
+        "`scaler.step()` that lacks one (as written the second step raised). No fix for a clip or a "
+        "step on a path where the scaler may not be in use, or a clip outside an accumulation `if`."
+    )
     TOKENS = ("scaler", "Scaler", ".scale(")
     CLAIM = (
         "clipping before unscale_ shrinks the update by the loss scale; optimizer.step() after a scaled "
@@ -253,7 +263,53 @@ else:
         name = self.code(scaler, 40)
         optimizer = self._stepped_by(scaler, ctx) or "optimizer"
         self.report(node, self.MESSAGE.format(clip=self.code(call.func, 40) + "(...)", scaler=name),
-                    self.FIX.format(scaler=name, optimizer=optimizer))
+                    self.FIX.format(scaler=name, optimizer=optimizer),
+                    autofix=self._unscale_fix(node, scaler, found[1] if found is not None else None, ctx))
+
+    def _unscale_fix(self, node, scaler, backward_ctx: Context | None, ctx: Context) -> Fix | None:
+        """``scaler.unscale_(optimizer)`` inserted right before the clip. Sound only when every
+        pass through the clip is followed by the ``scaler.step()`` (and its ``update()``) before
+        the next one, so ``unscale_`` runs once per step (a second call raises): the step is in
+        the same function and loop, after the clip, under no test the clip is not under (a step
+        under an accumulation ``if`` with the clip outside it gets no fix); the scaled
+        ``backward()`` runs whenever the clip does (a clip shared with an unscaled branch gets
+        none); the scaler steps one optimizer there, and this is the function's first clip."""
+        analysis = self.analysis
+        scope = ctx.scope
+        conditions = analysis.branch_conditions(node, scope)
+        if backward_ctx is not None:
+            backward = next(stmt for stmt, stmt_ctx in scope.statements if stmt_ctx is backward_ctx)
+            taken = analysis.branch_conditions(backward, scope)
+            if conditions[:len(taken)] != taken or backward_ctx.loops != ctx.loops:
+                return None  # the scaled backward does not run on every pass through the clip
+        start = backward_ctx.order if backward_ctx is not None else 0
+        if any(start < stmt_ctx.order < ctx.order and stmt_ctx.scope is scope
+               and any(analysis.is_gradient_clipping(call, stmt_ctx) for call in analysis.calls_in(stmt))
+               for stmt, stmt_ctx in scope.statements):
+            return None  # an earlier clip gets the unscale_ (this one is fine after it)
+        steps = self._scaler_step_statements(dotted_name(scaler), scope)
+        if len({dotted_name(optimizer) for _, _, optimizer in steps}) != 1:
+            return None  # several optimizers (or one the analysis cannot name): which to unscale?
+        stmt, stmt_ctx, optimizer = steps[0]
+        step_conditions = analysis.branch_conditions(stmt, scope)
+        if stmt_ctx.order < ctx.order or stmt_ctx.loops != ctx.loops or conditions[:len(step_conditions)] != step_conditions:
+            return None
+        if self._unscales_between(scope, ctx.order, stmt_ctx.order + 1):
+            return None  # unscale_ after the clip: a second one before it would raise
+        call = f"{source_of(analysis, scaler)}.unscale_({source_of(analysis, optimizer)})"
+        return Fix.safe(f"Insert `{call}` before the clip", InsertBefore(node, call))
+
+    def _scaler_step_statements(self, key: str | None, scope) -> list:
+        """(statement, context, optimizer) of every ``<key>.step(optimizer)`` in the function's
+        own body."""
+        analysis = self.analysis
+        return [
+            (stmt, stmt_ctx, optimizer)
+            for stmt, stmt_ctx in scope.statements if stmt_ctx.scope is scope
+            for call in analysis.calls_in(stmt)
+            if type(call.func) is cst.Attribute and call.func.attr.value == "step" and dotted_name(call.func.value) == key
+            for optimizer in (analysis.stepped_optimizer(call, stmt_ctx),) if optimizer is not None
+        ]
 
     def _scaler_step_after(self, node, ctx: Context):
         """The scaler of a ``scaler.step(optimizer)`` later in the same function."""
@@ -311,7 +367,42 @@ else:
         if self._unscales_between(ctx.scope, backward_ctx.order, ctx.order):
             message = self.UNSCALED_STEP_MESSAGE  # the size is right, the overflow check is gone
         self.report(node, message.format(step=step, scaler=name),
-                    self.STEP_FIX.format(scaler=name, optimizer=self.code(optimizer, 40), step=step))
+                    self.STEP_FIX.format(scaler=name, optimizer=self.code(optimizer, 40), step=step),
+                    autofix=self._step_fix(node, call, scaler, optimizer, backward_ctx, ctx))
+
+    def _step_fix(self, node, call, scaler, optimizer, backward_ctx: Context, ctx: Context) -> Fix | None:
+        """``scaler.step(optimizer)`` in place of ``optimizer.step()``, with ``scaler.update()``
+        after it when the file never updates that scaler. Only for a statement that is the bare
+        step, in the scaled ``backward()``'s loop and under every test it is under (a scaler
+        that may be ``None`` on the step's path gets no fix)."""
+        analysis = self.analysis
+        if type(node) is not cst.Expr or node.value is not call or call.args:
+            return None
+        backward = next(stmt for stmt, stmt_ctx in ctx.scope.statements if stmt_ctx is backward_ctx)
+        taken = analysis.branch_conditions(backward, ctx.scope)
+        if analysis.branch_conditions(node, ctx.scope)[:len(taken)] != taken or backward_ctx.loops != ctx.loops:
+            return None
+        name = source_of(analysis, scaler)
+        changes = [Replace(call, f"{name}.step({source_of(analysis, optimizer)})")]
+        if not self._updated(scaler):
+            if self._steps_in(ctx.scope) != 1:
+                return None  # an update() between two optimizers' steps would unscale the second wrongly
+            changes.append(InsertAfter(node, f"{name}.update()"))
+        return Fix.safe(f"Call `{self.code(scaler, 30)}.step({self.code(optimizer, 30)})` instead of `{self.code(call, 40)}`",
+                        *changes)
+
+    def _steps_in(self, scope) -> int:
+        """How many optimizer steps (plain or through a scaler) the function's own body makes."""
+        analysis = self.analysis
+        return sum(analysis.stepped_optimizer(call, stmt_ctx) is not None
+                   for stmt, stmt_ctx in scope.statements if stmt_ctx.scope is scope
+                   for call in analysis.calls_in(stmt))
+
+    def _updated(self, scaler) -> bool:
+        """Does the file ``update()`` this scaler anywhere (by the same name)?"""
+        key = dotted_name(scaler)
+        updated = self.analysis.scaler_updates()
+        return key in updated or any(last_part(other) == last_part(key or "") for other in updated if other)
 
     def _scaler_steps(self, scope, optimizer_key: str) -> bool:
         analysis = self.analysis
@@ -330,14 +421,19 @@ else:
         key = dotted_name(scaler)
         if key is None or analysis.scaler_disabled(scaler, ctx):
             return
-        updated = analysis.scaler_updates()
-        if key in updated or any(last_part(other) == last_part(key) for other in updated if other):
+        if self._updated(scaler):
             return
         if self._scaler_escapes(key, ctx):
             return  # handed to a helper that may update it
         step = self.code(call, 50)
         name = self.code(scaler, 40)
-        self.report(node, self.UPDATE_MESSAGE.format(step=step, scaler=name), self.UPDATE_FIX.format(scaler=name, step=step))
+        autofix = None
+        if type(node) is cst.Expr and node.value is call and self._steps_in(ctx.scope) == 1:
+            # safe: as written, the second step raised
+            autofix = Fix.safe(f"Insert `{name}.update()` after `{step}`",
+                               InsertAfter(node, f"{source_of(analysis, scaler)}.update()"))
+        self.report(node, self.UPDATE_MESSAGE.format(step=step, scaler=name), self.UPDATE_FIX.format(scaler=name, step=step),
+                    autofix=autofix)
 
     def _scaler_escapes(self, key: str, ctx: Context) -> bool:
         """Is the scaler passed to a function that may update it: one of another file, or one of

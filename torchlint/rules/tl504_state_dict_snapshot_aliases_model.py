@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import Context, call_name, dotted_name, mentioned_keys, strip_pass_through
 from torchlint.lazy import cst
+from torchlint.fix import Fix, Replace, import_reference, source_of
 from torchlint.rule import Rule
 
 
@@ -47,6 +48,12 @@ class StateDictSnapshotAliasesModel(Rule):
         "this snapshot too, so restoring it later restores nothing"
     )
     FIX = "snapshot a copy: `copy.deepcopy({call})` or `{{k: v.detach().clone() for k, v in {call}.items()}}`"
+    AUTOFIX = (
+        "Unsafe: wraps the `state_dict()` call in `copy.deepcopy(...)` (adding `import copy` after "
+        "the file's imports when it lacks one). The snapshot then keeps the values it was taken "
+        "with, at the price of one more copy of the weights on their device, which a model that "
+        "barely fits may not have room for (`{k: v.detach().cpu().clone() ...}` keeps it on the host)."
+    )
     TOKENS = ("state_dict",)
     CLAIM = (
         "a state_dict() snapshot changes with every later optimizer step; a deepcopy snapshot stays "
@@ -152,7 +159,18 @@ torch.save(last_state, "last.pt")
             return  # no step yet: the optimizer has no per-parameter state to share
         if self._used_after_training(key, owner, node, ctx) or self._restored_elsewhere(key, owner, node, ctx):
             self.report(node, self.MESSAGE.format(target=self.code(target, 40), call=self.code(call, 50)),
-                        self.FIX.format(call=self.code(call, 50)))
+                        self.FIX.format(call=self.code(call, 50)), autofix=self._autofix(call, ctx))
+
+    def _autofix(self, call, ctx: Context) -> Fix | None:
+        """``copy.deepcopy(model.state_dict())`` in place of the call (``import copy`` added when the
+        file lacks it). Only the ``state_dict()`` call is copied: a dict literal around it may
+        hold objects (a loader, a config) that must not be copied."""
+        reference = import_reference(self.analysis, "copy", "deepcopy", ctx)
+        if reference is None:
+            return None
+        deepcopy, extra = reference
+        code = f"{deepcopy}({source_of(self.analysis, call)})"
+        return Fix.unsafe(f"Snapshot a copy: `{deepcopy}({self.code(call, 40)})`", Replace(call, code), *extra)
 
     def _used_after_training(self, key: str, owner: str | None, node, ctx: Context) -> bool:
         """Is the snapshot read somewhere in the function after the weights may have changed
