@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, Loop, dotted_name
+from torchlint.analysis import Context, Loop, dotted_name, is_test_file, name_words
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, source_of
 from torchlint.rule import Rule
@@ -54,6 +54,11 @@ class MissingZeroGrad(Rule):
         "so every step adds up all previous steps' gradients"
     )
     FIX = "call `{optimizer}.zero_grad()` once per step (before `backward()` or after `step()`), inside the loop"
+    STEP_FUNCTION_MESSAGE = (
+        "`{step}` ends a training step (`{function}`) that never clears the gradients, and nothing "
+        "in this file does: every call adds its gradients to those of all earlier calls"
+    )
+    STEP_FUNCTION_FIX = "call `{optimizer}.zero_grad()` in `{function}` before its `backward()`"
     CONDITIONAL_MESSAGE = (
         "`{step}` runs on every iteration but the gradients are cleared only when `{test}`, "
         "so the other iterations add up all previous steps' gradients"
@@ -71,6 +76,19 @@ class MissingZeroGrad(Rule):
     )
 
     INVALID = [
+        """\
+class Agent:
+    def __init__(self, net):
+        self.net = net
+        self.optimizer = torch.optim.Adam(net.parameters())
+
+    def learn(self, batch):  # called once per batch by a loop in another file
+        x, y = batch
+        loss = F.mse_loss(self.net(x), y)
+        loss.backward()
+        self.optimizer.step()  # expect: TL501
+        return loss.item()
+""",
         """\
 optimizerD = torch.optim.Adam(netD.parameters())
 optimizerG = torch.optim.Adam(netG.parameters())
@@ -113,6 +131,20 @@ class Trainer:
 """,
     ]
     VALID = [
+        """\
+class Agent:
+    def __init__(self, net):
+        self.net = net
+        self.optimizer = torch.optim.Adam(net.parameters())
+
+    def reset_gradients(self):  # the driving loop calls it before each learn()
+        self.optimizer.zero_grad()
+
+    def learn(self, batch):
+        loss = F.mse_loss(self.net(batch[0]), batch[1])
+        loss.backward()
+        self.optimizer.step()
+""",
         """\
 optimizer = torch.optim.SGD(model.module.parameters(), lr=0.1)
 for x, y in loader:
@@ -157,7 +189,10 @@ for step in range(num_steps):
 
     def visit_Expr(self, node, ctx: Context) -> None:
         call = node.value
-        if not ctx.loops or type(call) is not cst.Call:
+        if type(call) is not cst.Call:
+            return
+        if not ctx.loops:
+            self._check_step_function(node, call, ctx)
             return
         analysis = self.analysis
         optimizer = analysis.stepped_optimizer(call, ctx)
@@ -179,6 +214,31 @@ for step in range(num_steps):
         if guard is not None:
             self.report(node, self.CONDITIONAL_MESSAGE.format(step=self.code(call, 60), test=self.code(guard.test, 40)),
                         self.CONDITIONAL_FIX.format(optimizer=name))
+
+    def _check_step_function(self, node, call, ctx: Context) -> None:
+        """A function that is one training step by itself (``agent.learn(batch)``, ``gan.step(data)``):
+        it backpropagates and steps an optimizer, nothing in this file calls it (the loop that
+        does is elsewhere) and nothing in this file ever clears that optimizer's gradients, so
+        every call adds its gradients to all the earlier calls' ones."""
+        scope = ctx.scope
+        analysis = self.analysis
+        if scope.kind != "function" or ctx.guard is not None or is_test_file(analysis.path):
+            return
+        if not STEP_FUNCTION_WORDS.intersection(word.lower() for word in name_words(scope.name)):
+            return
+        optimizer = analysis.stepped_optimizer(call, ctx)
+        if optimizer is None or analysis.callers_of(scope) or not analysis.backpropagates(scope):
+            return
+        if not any(analysis.statement_backpropagates(stmt, stmt_ctx) and stmt_ctx.order < ctx.order
+                   for stmt, stmt_ctx in scope.statements if stmt_ctx.scope is scope):
+            return  # the backward() is not before this step in the function
+        for kind in CLEARING_STATEMENTS:
+            for stmt, stmt_ctx in analysis.statements_by_type.get(kind, ()):
+                if any(self._clears(receiver, stmt_ctx, optimizer, ctx) for receiver in analysis.gradient_clearings(stmt)):
+                    return
+        name = self.code(optimizer, 40)
+        self.report(node, self.STEP_FUNCTION_MESSAGE.format(step=self.code(call, 60), function=scope.name),
+                    self.STEP_FUNCTION_FIX.format(optimizer=name, function=scope.name))
 
     def _autofix(self, optimizer, loop: Loop, ctx: Context) -> Fix | None:
         """``optimizer.zero_grad()`` inserted before the loop's first ``backward()``, when the
@@ -271,6 +331,9 @@ for step in range(num_steps):
         return None
 
 
+# Names of functions that make one training step per call.
+STEP_FUNCTION_WORDS = frozenset({"step", "train", "training", "update", "learn", "optimize", "optimise", "iteration", "batch"})
+CLEARING_STATEMENTS = ("Expr", "Assign", "AnnAssign", "Del", "AugAssign", "Return")
 OPTIMIZER_ATTRIBUTES = frozenset({"optimizer", "optim", "opt", "optimiser"})
 
 
