@@ -267,21 +267,3 @@ def test_a_module_read_only_as_text_is_a_dependency_of_every_file_that_asks(tmp_
         project().begin()
         codes(tmp_path / name)
         assert str(tmp_path / "models.py") in project().consulted
-
-
-def test_absolute_import_inside_a_package_without_project_markers(tmp_path):
-    """An unpacked package (no pyproject, setup.py or .git): absolute imports of the package
-    resolve from the directory that holds its top-level package, as Python's own do."""
-    files = {
-        "pkg/__init__.py": "",
-        "pkg/models/__init__.py": "",
-        "pkg/models/utils.py": LOSS_HELPER,
-        "pkg/training/__init__.py": "",
-        "pkg/training/validate.py": TRAIN_WITH_IMPORTED_LOSS.format(module="pkg.models.utils"),
-    }
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    found = codes(tmp_path / "pkg/training/validate.py")
-    assert (10, "TL201") in found, found

@@ -132,16 +132,7 @@ class Project:
             current = parent
         if root is not None and os.path.isdir(os.path.join(root, "src")):
             found.append(os.path.join(root, "src"))
-        if root is None:
-            found = found[:2]
-        # the directory that holds the file's top-level package, as Python's import system sees
-        # it: `avalanche/training/x.py` importing `avalanche.models.utils` without a project marker
-        package_base = directory
-        while self._is_file(os.path.join(package_base, "__init__.py")) and os.path.dirname(package_base) != package_base:
-            package_base = os.path.dirname(package_base)
-        if package_base not in found:
-            found.append(package_base)
-        return found
+        return found if root is not None else found[:2]
 
     def locate(self, importer: str, target: str) -> tuple[str, list[str]] | None:
         """The file of the project module that ``target`` (``.losses.compute_loss``,
