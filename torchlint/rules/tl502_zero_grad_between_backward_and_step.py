@@ -40,7 +40,13 @@ class ZeroGradBetweenBackwardAndStep(Rule):
     step of that optimizer runs only under an accumulation test (`if (i + 1) % k == 0:`, a
     name with "accum" in it), clears the accumulated gradients before every step: only the
     last micro-batch is applied. Steps guarded by anything else (skipping non-finite losses)
-    are left alone.
+    are left alone. With Hugging Face Accelerate the accumulation is implicit: inside
+    `with accelerator.accumulate(model):` the prepared optimizer's `step()` and `zero_grad()`
+    act only on the micro-step that synchronises, so a `zero_grad()` before the block's
+    `backward()` clears the earlier micro-steps' gradients on exactly that micro-step
+    (measured with Accelerate 1.15 on CPU, 4 micro-batches, SGD lr 1: the weights moved 1.0,
+    the last micro-batch's share, instead of 2.5). Call it after the step, as Accelerate's
+    documentation does.
     """
 
     CODE = "TL502"
@@ -51,6 +57,11 @@ class ZeroGradBetweenBackwardAndStep(Rule):
         "`{zero_grad}` runs on every iteration but `{step}` only when `{guard}`, so the gradients "
         "accumulated over the other iterations are cleared before the step"
     )
+    ACCELERATE_MESSAGE = (
+        "`{zero_grad}` runs before `backward()` in every micro-step of `{block}`: on the micro-step "
+        "that steps, it clears the gradients the earlier micro-steps accumulated"
+    )
+    ACCELERATE_FIX = "call `{zero_grad}` after the optimizer step (Accelerate skips it on micro-steps that do not step)"
     ACCUMULATION_FIX = "move `{zero_grad}` into the same `if` as the step, right after it"
     AUTOFIX = (
         "Safe: moves the `zero_grad()` to right after the step's statement."
@@ -59,6 +70,14 @@ class ZeroGradBetweenBackwardAndStep(Rule):
     CLAIM = "the bad loop leaves every parameter unchanged; the fixed loop changes them"
 
     INVALID = [
+        """\
+for batch in loader:
+    with accelerator.accumulate(model):
+        optimizer.zero_grad()  # expect: TL502
+        loss = model(**batch).loss
+        accelerator.backward(loss)
+        optimizer.step()
+""",
         """\
 for x, y in loader:
     loss = criterion(model(x), y)
@@ -85,6 +104,15 @@ for i, (x, y) in enumerate(loader):
 """,
     ]
     VALID = [
+        """\
+for batch in loader:
+    with accelerator.accumulate(model):
+        loss = model(**batch).loss
+        accelerator.backward(loss)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+""",
         """\
 for i, (x, y) in enumerate(loader):
     loss = criterion(model(x), y) / accum_steps
@@ -151,6 +179,12 @@ for real, noise in loader:
                 zero_grad=text, step=self.code(accumulated[0], 50), guard=self.code(accumulated[1].test, 40)),
                 self.ACCUMULATION_FIX.format(zero_grad=text), autofix=self._autofix(node, accumulated[0], ctx))
             return
+        block = self._accumulate_block(node, ctx)
+        if block is not None:
+            text = self.code(call, 50)
+            self.report(node, self.ACCELERATE_MESSAGE.format(zero_grad=text, block=self.code(block, 40)),
+                        self.ACCELERATE_FIX.format(zero_grad=text))
+            return
         found = self.analysis.straight_line(node, ctx)
         if found is None:
             return
@@ -164,6 +198,38 @@ for real, noise in loader:
         step_text = self.code(step, 50)
         self.report(node, self.MESSAGE.format(zero_grad=text, step=step_text),
                     self.FIX.format(zero_grad=text, step=step_text), autofix=self._autofix(node, step, ctx))
+
+    def _accumulate_block(self, node, ctx: Context):
+        """The ``accelerator.accumulate(model)`` call of a ``with`` block in which this
+        ``zero_grad()`` runs before the block's ``backward()`` and an optimizer step follows it.
+        Accelerate runs the prepared optimizer's ``step()`` and ``zero_grad()`` only on the
+        micro-step that synchronises, so a clearing at the top of the block wipes what the
+        earlier micro-steps accumulated right before the last ``backward()``."""
+        analysis = self.analysis
+        if not analysis.may_contain(".accumulate("):
+            return None
+        for with_stmt, with_ctx in analysis.statements_by_type.get("With", ()):
+            if with_ctx.scope is not ctx.scope:
+                continue
+            item = next((item.item for item in with_stmt.items if type(item.item) is cst.Call
+                         and type(item.item.func) is cst.Attribute and item.item.func.attr.value == "accumulate"), None)
+            if item is None:
+                continue
+            inside = {id(each) for each in _descendants(with_stmt.body)}
+            if id(node) not in inside:
+                continue
+            backward = step = None
+            for stmt, stmt_ctx in ctx.scope.statements:
+                if id(stmt) not in inside or stmt_ctx.order <= ctx.order:
+                    continue
+                if backward is None and analysis.statement_backpropagates(stmt, stmt_ctx):
+                    backward = stmt_ctx.order
+                elif backward is not None and any(
+                        analysis.stepped_optimizer(inner, stmt_ctx) is not None for inner in analysis.calls_in(stmt)):
+                    step = stmt_ctx.order
+                    break
+            return item if step is not None else None
+        return None
 
     def _autofix(self, node, step, ctx: Context) -> Fix | None:
         """Move the ``zero_grad()`` to right after the step's statement: the step then applies
@@ -282,3 +348,12 @@ for real, noise in loader:
 def _name(call) -> str:
     func = call.func
     return func.attr.value if type(func) is cst.Attribute else func.value
+
+
+def _descendants(node):
+    """Every node inside ``node``, nested statements and expressions included."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        pending.extend(current.children)
