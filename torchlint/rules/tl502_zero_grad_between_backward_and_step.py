@@ -106,6 +106,16 @@ for i, (x, y) in enumerate(loader):
     VALID = [
         """\
 for batch in loader:
+    with accelerator.accumulate(model_a, model_b):
+        accelerator.backward(model_a(**batch).loss)
+        optimizer_a.step()
+        optimizer_a.zero_grad()  # after its own step; model_b's backward follows
+        accelerator.backward(model_b(**batch).loss)
+        optimizer_b.step()
+        optimizer_b.zero_grad()
+""",
+        """\
+for batch in loader:
     with accelerator.accumulate(model):
         loss = model(**batch).loss
         accelerator.backward(loss)
@@ -218,14 +228,22 @@ for real, noise in loader:
             inside = {id(each) for each in _descendants(with_stmt.body)}
             if id(node) not in inside:
                 continue
+            receiver = node.value.func.value
             backward = step = None
             for stmt, stmt_ctx in ctx.scope.statements:
-                if id(stmt) not in inside or stmt_ctx.order <= ctx.order:
+                if id(stmt) not in inside:
+                    continue
+                stepped = [optimizer for inner in analysis.calls_in(stmt)
+                           for optimizer in (analysis.stepped_optimizer(inner, stmt_ctx),) if optimizer is not None]
+                if stmt_ctx.order < ctx.order:
+                    if any(self._clears(receiver, optimizer, stmt_ctx) for optimizer in stepped):
+                        return None  # cleared after its own step: the documented order
+                    continue
+                if stmt_ctx.order == ctx.order:
                     continue
                 if backward is None and analysis.statement_backpropagates(stmt, stmt_ctx):
                     backward = stmt_ctx.order
-                elif backward is not None and any(
-                        analysis.stepped_optimizer(inner, stmt_ctx) is not None for inner in analysis.calls_in(stmt)):
+                elif backward is not None and any(self._clears(receiver, optimizer, stmt_ctx) for optimizer in stepped):
                     step = stmt_ctx.order
                     break
             return item if step is not None else None
