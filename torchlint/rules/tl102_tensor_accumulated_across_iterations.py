@@ -12,7 +12,7 @@ class TensorAccumulatedAcrossIterations(Rule):
     """
     ## What it does
     Finds running sums and concatenations that a loop grows with a tensor still attached to
-    the autograd graph: `total += loss`, `total = total + loss`,
+    the autograd graph: `total += loss`, `total = total + loss`, `total.add_(loss)`,
     `acc = torch.cat((acc, out))`, where the accumulator lives across iterations.
 
     ## Why is this bad?
@@ -51,6 +51,13 @@ class TensorAccumulatedAcrossIterations(Rule):
     CLAIM = "the bad loop retains memory or graph nodes in proportion to its iterations; the fixed one retains none"
 
     INVALID = [
+        """\
+total = torch.zeros(())
+for x, y in loader:
+    loss = criterion(model(x), y)
+    total.add_(loss)  # expect: TL102
+print(total.item() / len(loader))
+""",
         """\
 total_loss = 0.0
 for x, y in loader:
@@ -112,6 +119,15 @@ for minibatch in batch.split(64):
     ]
     VALID = [
         """\
+total = torch.zeros(())
+for x, y in loader:
+    loss = criterion(model(x), y)
+    total.add_(loss.detach())
+    mask = torch.zeros_like(loss)
+    mask.add_(loss)  # a fresh tensor every iteration
+print(total.item() / len(loader))
+""",
+        """\
 total_loss = 0.0
 for x, y in loader:
     optimizer.zero_grad()
@@ -160,6 +176,20 @@ for step, batch in enumerate(loader):
             return
         self._check(node, key, node.value, ctx)
 
+    def visit_Expr(self, node, ctx: Context) -> None:
+        """``total.add_(loss)``, ``stats.device_stat("loss").add_(loss)``: the in-place spelling."""
+        call = node.value
+        if not ctx.loops or type(call) is not cst.Call or type(call.func) is not cst.Attribute \
+                or call.func.attr.value not in ("add_", "sub_") or not call.args or call.args[0].keyword is not None:
+            return
+        receiver = call.func.value
+        key = dotted_name(receiver)
+        if key is None:
+            if type(receiver) is not cst.Call:
+                return
+            key = self.code(receiver, 200)  # an accumulator an object hands out: it outlives the step
+        self._check(node, key, [call.args[0].value], ctx)
+
     def visit_Assign(self, node, ctx: Context) -> None:
         if not ctx.loops or len(node.targets) != 1:
             return
@@ -197,7 +227,7 @@ for step, batch in enumerate(loader):
         if attached is None:
             return
         loop = ctx.loop
-        if loop.implicit is not None and not analysis.outlives_call(key, ctx):
+        if loop.implicit is not None and "(" not in key and not analysis.outlives_call(key, ctx):
             return  # a per-step function's local: gone when the call returns
         resets = analysis.resets_in_loop(key, loop)
         if any(reset.ctx.order < ctx.order and reset.ctx.guard is None and len(reset.ctx.loops) == len(ctx.loops)
