@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, PARAMETER_CLASSES
-from torchlint.analysis.syntax import _call_chain, _parameters_owner, _requires_grad_flag, call_arguments, call_name, dotted_name, is_inplace_method, last_part, storage_base, strip_pass_through, strip_views
+from torchlint.analysis.syntax import _call_chain, _parameters_owner, _requires_grad_flag, call_arguments, call_name, dotted_name, is_inplace_method, iter_expression_nodes, last_part, storage_base, strip_pass_through, strip_views
 from torchlint.analysis.scopes import Binding, Context, Scope
 from torchlint.analysis.syntax import keyword_argument
 
@@ -71,7 +71,25 @@ class InPlaceQueries:
         if type(expr) is cst.Attribute and expr.attr.value in ("weight", "bias"):
             # model.fc.weight: a torch layer, or a submodule of a model (`model.emb`)
             return self._is_parameterised_layer(expr.value, ctx) or self._is_submodule(expr.value, ctx)
-        return self._grad_switched_on(key, ctx)
+        return self._grad_switched_on(key, ctx) or self._loop_variable_with_grad(key, ctx)
+
+    def _loop_variable_with_grad(self, key: str, ctx: Context) -> bool:
+        """``for param in params: param -= lr * param.grad``: a loop variable whose ``.grad`` the
+        loop reads is a leaf that requires grad (only such tensors get a ``.grad``)."""
+        if "." in key:
+            return False
+        binding = self.lookup(key, ctx)
+        if binding is None or binding.kind != "for" or binding.element:
+            return False
+        memo = ctx.scope._memo.setdefault("grad_read_keys", None)
+        if memo is None:
+            memo = ctx.scope._memo["grad_read_keys"] = frozenset(
+                dotted_name(node.value)
+                for stmt, stmt_ctx in ctx.scope.statements if stmt_ctx.scope is ctx.scope
+                for expr in self.own_expressions(stmt) for node in iter_expression_nodes(expr)
+                if type(node) is cst.Attribute and node.attr.value == "grad"
+            )
+        return key in memo
 
     def _visible_bindings(self, key: str, ctx: Context) -> list[Binding]:
         """The binding of ``key`` at ``ctx`` in its own scope; for ``self.x`` without one, every
@@ -135,6 +153,8 @@ class InPlaceQueries:
                 return False
             key = dotted_name(iterable.value)
             binding = self.lookup(key, ctx) if key else None
+            if binding is not None and binding.kind == "param":
+                return True  # update_slow(self, group): a param group handed in
             return (binding is not None and binding.kind == "for" and not binding.element
                     and type(binding.value) is cst.Attribute and binding.value.attr.value == "param_groups")
         if type(iterable) is not cst.Call:

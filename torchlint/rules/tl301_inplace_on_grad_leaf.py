@@ -53,6 +53,12 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
 
     INVALID = [
         """\
+def sgd(params, lr, batch_size):
+    for param in params:  # reading param.grad says each one is a leaf that requires grad
+        param -= lr * param.grad / batch_size  # expect: TL301
+        param.grad.zero_()
+""",
+        """\
 class Basis(nn.Module):
     def __init__(self, n):
         super().__init__()

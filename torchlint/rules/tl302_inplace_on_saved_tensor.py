@@ -83,6 +83,13 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
 
     INVALID = [
         """\
+class SoftCapping(nn.Module):
+    def forward(self, attn_weights):  # the attention scores of the layers before it
+        attn_weights = torch.tanh(attn_weights / self.cap)
+        attn_weights *= self.cap  # expect: TL302
+        return attn_weights
+""",
+        """\
 class FiLMConv(nn.Module):
     def __init__(self, channels, act=nn.ReLU()):
         super().__init__()
@@ -492,11 +499,14 @@ for x, y in loader:
         memo = scope._memo.setdefault("tl302_model_computed", {})
         roots = frozenset(mentioned_keys(expr, skip_detached=True))
         if roots not in memo:
+            closure = self.analysis._sources_closure(roots, scope)
             memo[roots] = any(
-                _calls_own_member(binding.value)
-                for key in self.analysis._sources_closure(roots, scope)
+                # forward(self, x): what the module is given comes out of the layers before it
+                (binding.kind == "param" and scope.name == "forward" and key != "self")
+                or (binding.kind == "assign" and _calls_own_member(binding.value))
+                for key in closure
                 for binding in scope.bindings.get(key, ())
-                if binding.kind == "assign" and binding.value is not None
+                if binding.kind == "param" or (binding.kind == "assign" and binding.value is not None)
             ) or _calls_own_member(expr)
         return memo[roots]
 
