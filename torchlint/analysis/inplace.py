@@ -76,8 +76,8 @@ class InPlaceQueries:
     def _loop_variable_with_grad(self, key: str, ctx: Context) -> bool:
         """``for param in params: param -= lr * param.grad``: a loop variable whose ``.grad`` the
         loop reads is a leaf that requires grad (only such tensors get a ``.grad``)."""
-        if "." in key:
-            return False
+        if "." in key or ctx.scope.class_scope is not None:
+            return False  # an optimizer class's step(): its caller may hold no_grad (d2l's Trainer)
         binding = self.lookup(key, ctx)
         if binding is None or binding.kind != "for" or binding.element:
             return False

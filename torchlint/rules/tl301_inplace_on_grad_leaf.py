@@ -45,7 +45,7 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
         "Safe (the update raised as written): wraps the in-place update in `with "
         "torch.no_grad():`."
     )
-    TOKENS = ("requires_grad", "Parameter", "parameters", "param_groups", ".weight", ".bias")
+    TOKENS = ("requires_grad", "Parameter", "parameters", "param_groups", ".weight", ".bias", ".grad")
     CLAIM = (
         "the bad program raises a RuntimeError about a leaf Variable used in an in-place operation; "
         "the fixed one runs and changes its parameters"
