@@ -49,14 +49,60 @@ class ModuleQueries:
             return True
         if self.has_module_evidence(key, ctx):
             return True
-        if binding is not None and binding.kind == "assign":
+        if binding is not None and binding.kind in ("assign", "for"):
             memo = self._module_memo
             if id(binding) not in memo:
                 memo[id(binding)] = False
-                memo[id(binding)] = self._binding_is_module(binding)
+                memo[id(binding)] = self._binding_is_module(binding) if binding.kind == "assign" \
+                    else self._iterates_modules(binding.value, binding.element, binding.ctx)
             if memo[id(binding)]:
                 return True
         return is_conventional_module_name(last_part(key))
+
+    def _iterates_modules(self, iterable, element: tuple[int, ...], ctx: Context) -> bool:
+        """Does ``for <target> in iterable`` give modules at ``element``: ``self.blocks`` built as
+        an ``nn.ModuleList`` / ``nn.Sequential`` or a list of layers, ``model.children()``,
+        ``enumerate(self.layers)``?"""
+        if type(iterable) is cst.Call:
+            func, arguments = iterable.func, call_arguments(iterable)
+            if type(func) is cst.Attribute and func.attr.value in ("children", "modules"):
+                return not element
+            name = dotted_name(func)
+            if name in ("reversed", "list", "tuple") and arguments:
+                return self._iterates_modules(arguments[0], element, ctx)
+            if name == "enumerate" and arguments and element[:1] == (1,):
+                return self._iterates_modules(arguments[0], element[1:], ctx)
+            if name == "zip" and element and 0 <= element[0] < len(arguments):
+                return self._iterates_modules(arguments[element[0]], element[1:], ctx)
+            return False
+        if element:
+            return False
+        key = dotted_name(iterable)
+        if key is None or not key.startswith("self.") or ctx.scope.class_scope is None:
+            return False
+        class_scope = ctx.scope.class_scope
+        values = [b.value for b in class_scope.bindings.get(key, ()) if b.kind == "assign" and not b.element]
+        values += [b.value.value for b in class_scope.bindings.get(key, ()) if b.kind == "augassign"]
+        values += list(class_scope.stores.get(key, ()))
+        return any(self._holds_modules(value, ctx) for value in values)
+
+    def _holds_modules(self, value, ctx: Context) -> bool:
+        """``nn.ModuleList([...])``, ``nn.Sequential(...)``, ``[Block(...) for _ in range(n)]``,
+        ``[Layer(a, b)]``, or a single module appended to the container."""
+        value = strip_pass_through(value)  # Layer(a, b).cuda()
+        kind = type(value)
+        if kind is cst.Call:
+            qualified = self.qualified_name(value.func) or ""
+            if last_part(qualified) in ("ModuleList", "Sequential") and qualified.startswith("torch.nn"):
+                return True
+            return self.is_module_class(value.func)
+        if kind in (cst.List, cst.Tuple):
+            return bool(value.elements) and all(self._holds_modules(item.value, ctx) for item in value.elements)
+        if kind in (cst.ListComp, cst.GeneratorExp):
+            return self._holds_modules(value.elt, ctx)
+        if kind is cst.BinaryOperation and type(value.operator) is cst.Add:  # self.layers + [Layer(...)]
+            return self._holds_modules(value.left, ctx) or self._holds_modules(value.right, ctx)
+        return False
 
     def _binding_is_module(self, binding: Binding) -> bool:
         if binding.kind == "param":

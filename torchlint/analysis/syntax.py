@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 import re
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import DETACHING_METHODS, GradMode, MODULE_PASS_THROUGH_METHODS, NON_MUTATING_INPLACE_METHODS, VIEW_METHODS, _BATCH_RE
+from torchlint.analysis.vocabulary import DETACHING_METHODS, GradMode, NON_DIFFERENTIABLE_METHODS, MODULE_PASS_THROUGH_METHODS, NON_MUTATING_INPLACE_METHODS, VIEW_METHODS, _BATCH_RE
 
 
 _NEUTRAL_FIELDS = frozenset({
@@ -387,8 +387,9 @@ def mentioned_keys(expr, skip_detached: bool = False) -> set[str]:
                 continue
         if skip_detached and kind is cst.Call:
             func = node.func
-            if type(func) is cst.Attribute and func.attr.value in DETACHING_METHODS:
-                continue
+            if type(func) is cst.Attribute and (func.attr.value in DETACHING_METHODS
+                                                or func.attr.value in NON_DIFFERENTIABLE_METHODS):
+                continue  # out.item(), out.argmax(1): no graph comes out
             if type(func) is cst.Name and func.value in ("float", "int", "bool", "str", "len"):
                 continue
         if kind is cst.Lambda:

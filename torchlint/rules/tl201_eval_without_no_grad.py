@@ -120,6 +120,28 @@ class EvalWithoutNoGrad(Rule):
 
     INVALID = [
         """\
+class Layer(nn.Linear):
+    def forward(self, x):
+        return torch.relu(super().forward(x))
+
+
+class Net(nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.layers = []
+        for d in range(len(dims) - 1):
+            self.layers = self.layers + [Layer(dims[d], dims[d + 1]).to(device)]
+
+    def predict(self, x):
+        scores = []
+        for label in range(10):
+            h = overlay(x, label)
+            for layer in self.layers:
+                h = layer(h)  # expect: TL201
+            scores.append(h.pow(2).mean(1).unsqueeze(1))
+        return torch.cat(scores, 1).argmax(1)
+""",
+        """\
 class CharRNN(nn.Module):
     def forward(self, x, state=None):
         out, state = self.rnn(self.embed(x), state)
@@ -230,6 +252,19 @@ class Net:
 """,
     ]
     VALID = [
+        """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(4)])
+
+    def predict_logits(self, x):  # returns the graph: its caller may train on it
+        outs = []
+        for block in self.blocks:
+            x = block(x)
+            outs.append(x)
+        return torch.stack(outs)
+""",
         """\
 class Detector(nn.Module):
     def forward(self, x):
@@ -711,6 +746,8 @@ def count_flops(model, x):
             if not arguments or not any(analysis.is_attached(argument, ctx) for argument in arguments):
                 continue
             name = call_name(call) or ""
+            if name in CONTAINER_WRITES and self._local_container(call.func, ctx):
+                continue  # scores.append(out): a list of this call whose graphs end with it
             if name in CONTAINER_WRITES or KEEPING_CALL_RE.search(name):
                 return True
             callee = analysis.called_function(call, ctx)
@@ -739,6 +776,25 @@ def count_flops(model, x):
                 or self._is_module_call(call, ctx)
                 for call in analysis.calls_in(stmt))
             for stmt, ctx in scope.statements if ctx.scope is scope and type(stmt).__name__ not in COMPOUND_STATEMENTS
+        )
+
+    def _local_container(self, func, ctx: Context) -> bool:
+        """``scores`` in ``scores.append(out)``: a list or dict made empty in this function and
+        neither returned (undetached), yielded nor stored anywhere."""
+        analysis = self.analysis
+        receiver = func.value if type(func) is cst.Attribute else None
+        if type(receiver) is not cst.Name:
+            return False
+        scope = ctx.scope
+        bindings = scope.bindings.get(receiver.value, ())
+        if not bindings or any(b.kind != "assign" or not _empty_literal(b.value) for b in bindings):
+            return False
+        if receiver.value in analysis.returned_keys(scope):
+            return False
+        return not any(  # handed on: self.out = scores, other.append(scores), log(scores)
+            receiver.value in mentioned_keys(value)
+            for stmt, stmt_ctx in scope.statements if stmt_ctx.scope is scope
+            for value in _kept_values(stmt)
         )
 
     def _loops_over_batches(self, scope) -> bool:
@@ -1029,6 +1085,32 @@ def _names_generation(name: str) -> bool:
     samples (not ``compute_per_sample_grad``)."""
     words = name_words(name)
     return bool(words) and words[0].lower() in GENERATION_WORDS
+
+
+def _empty_literal(value) -> bool:
+    return (type(value) in (cst.List, cst.Dict) and not value.elements) or (
+        type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in ("list", "dict") and not value.args)
+
+
+def _kept_values(stmt):
+    """Expressions the statement stores beyond a local name: values assigned to attributes or
+    items, and arguments of calls that are not torch functions or tensor methods."""
+    kind = type(stmt)
+    if kind in (cst.Assign, cst.AnnAssign, cst.AugAssign) and stmt.value is not None:
+        targets = [t.target for t in stmt.targets] if kind is cst.Assign else [stmt.target]
+        if any(type(target) is not cst.Name for target in targets):
+            yield stmt.value
+    value = getattr(stmt, "value", None)
+    if value is None:
+        return
+    for node in iter_expression_nodes(value):
+        if type(node) is cst.Call:
+            name = dotted_name(node.func) or ""
+            if name.startswith(("torch.", "F.")) or name in ("len", "sum", "max", "min", "zip", "enumerate", "range"):
+                continue
+            if type(node.func) is cst.Attribute and type(node.func.value) is cst.Call:
+                continue  # torch.cat(scores, 1).argmax(1): a tensor method
+            yield from (arg.value for arg in node.args)
 
 
 def _number_of(call) -> bool:
