@@ -646,7 +646,11 @@ def _position(reports: list[Report], module, path: str, text: str | None = None)
     from torchlint.positions import node_positions
 
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = node_positions(wrapper, [report.node for report in reports])
+    wanted = [report.node for report in reports]
+    for report in reports:  # the nodes a fix's changes name: any other costs the full provider
+        if report.autofix is not None:
+            wanted.extend(_fix_nodes(report.autofix))
+    positions = node_positions(wrapper, wanted)
     seen: set[tuple[int, int, str]] = set()
     violations = []
     for report in reports:
@@ -669,6 +673,21 @@ def _position(reports: list[Report], module, path: str, text: str | None = None)
             end_line=span.end.line, end_column=span.end.column + 1, help=report.fix, fix=fix,
         ))
     return violations
+
+
+def _fix_nodes(fix) -> list:
+    """The nodes whose positions resolving ``fix`` reads (torchlint.fix.resolve): every node its
+    changes name, and a decorated definition's first decorator."""
+    nodes = []
+    for change in fix.changes:
+        for name in getattr(type(change), "__slots__", ()):
+            value = getattr(change, name, None)
+            if isinstance(value, cst.CSTNode):
+                nodes.append(value)
+                decorators = getattr(value, "decorators", None)
+                if decorators:
+                    nodes.append(decorators[0])
+    return nodes
 
 
 # The parser's line breaks. str.splitlines() also splits on form feeds, vertical tabs, \x1c-\x1e,
