@@ -360,8 +360,14 @@ def compile_check(text: str, path: str) -> bool:
 
 # Words of the compile-time refusals _compile_time_error does not read off the analysis
 # (`await` outside an async function, `global` after use, `nonlocal` without a binding ...):
-# files containing them, few in PyTorch code, get the full compile.
-_RARE_COMPILE_ERRORS = re.compile(r"\b(?:await|async|nonlocal|global|__debug__)\b")
+# files containing them, few in PyTorch code, get the full compile. `global` / `nonlocal` only
+# where a statement can start (a line's start, after `;` or a header's `:`, or a continuation),
+# `async` only before `def` / `for` / `with`: as words of comments ("global average pooling")
+# they sent a file in thirteen to the compiler for nothing.
+_RARE_COMPILE_ERRORS = re.compile(
+    r"\bawait\b|\basync\b[\s\\]+(?:def|for|with)\b|(?:^|[;:\r])[ \t\f\\\r\n]*(?:global|nonlocal)\b|\b__debug__\b",
+    re.M,
+)
 
 
 def _compile_time_error(analysis) -> str | None:
