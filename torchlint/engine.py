@@ -7,6 +7,8 @@ is cheap; libcst is imported the first time a file actually has to be parsed.
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import io
 import os
 import queue
@@ -358,8 +360,14 @@ def compile_check(text: str, path: str) -> bool:
 
 # Words of the compile-time refusals _compile_time_error does not read off the analysis
 # (`await` outside an async function, `global` after use, `nonlocal` without a binding ...):
-# files containing them, few in PyTorch code, get the full compile.
-_RARE_COMPILE_ERRORS = re.compile(r"\b(?:await|async|nonlocal|global|__debug__)\b")
+# files containing them, few in PyTorch code, get the full compile. `global` / `nonlocal` only
+# where a statement can start (a line's start, after `;` or a header's `:`, or a continuation),
+# `async` only before `def` / `for` / `with`: as words of comments ("global average pooling")
+# they sent a file in thirteen to the compiler for nothing.
+_RARE_COMPILE_ERRORS = re.compile(
+    r"\bawait\b|\basync\b[\s\\]+(?:def|for|with)\b|(?:^|[;:\r])[ \t\f\\\r\n]*(?:global|nonlocal)\b|\b__debug__\b",
+    re.M,
+)
 
 
 def _compile_time_error(analysis) -> str | None:
@@ -516,34 +524,57 @@ def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dic
         return [invalid_file(path, "file too deeply nested to analyse")]
     except Exception as error:  # an analysis bug must not take down the run
         return [invalid_file(path, f"internal error while analysing: {_describe(error)}")]
-    refused = _compile_time_error(analysis)
-    if refused is None and _RARE_COMPILE_ERRORS.search(text):
-        try:  # the rarer refusals (async code, global / nonlocal misuse): the full compile decides
-            compile_check(text, path)
-        except SourceError as error:
-            return [invalid_file(path, error.reason, error.line, error.column)]
-    if refused is not None:
-        # CPython's own message and position (the full compile runs only for such files)
-        try:
-            compile_check(text, path)
-        except SourceError as error:
-            return [invalid_file(path, error.reason, error.line, error.column)]
-        return [invalid_file(path, f"syntax error: {refused}")]
-    for rule_class in rules:
-        before = len(reports)
-        try:
-            rule = rule_class(analysis, reports, options)
-            analysis.run(rule)
-        except Exception as error:  # one rule failing on one file is reported, not fatal
-            del reports[before:]
-            failures.append(invalid_file(path, f"internal error in {rule_class.CODE}: {_describe(error)}"))
     try:
-        positioned = _position(reports, module, path, text)
-    except RecursionError:
-        return failures + [invalid_file(path, "file too deeply nested to compute positions")]
-    except Exception as error:
-        return failures + [invalid_file(path, f"internal error while computing positions: {_describe(error)}")]
-    return failures + positioned
+        refused = _compile_time_error(analysis)
+        if refused is None and _RARE_COMPILE_ERRORS.search(text):
+            try:  # the rarer refusals (async code, global / nonlocal misuse): the full compile decides
+                compile_check(text, path)
+            except SourceError as error:
+                return [invalid_file(path, error.reason, error.line, error.column)]
+        if refused is not None:
+            # CPython's own message and position (the full compile runs only for such files)
+            try:
+                compile_check(text, path)
+            except SourceError as error:
+                return [invalid_file(path, error.reason, error.line, error.column)]
+            return [invalid_file(path, f"syntax error: {refused}")]
+        for rule_class in rules:
+            before = len(reports)
+            try:
+                rule = rule_class(analysis, reports, options)
+                analysis.run(rule)
+            except Exception as error:  # one rule failing on one file is reported, not fatal
+                del reports[before:]
+                failures.append(invalid_file(path, f"internal error in {rule_class.CODE}: {_describe(error)}"))
+        try:
+            positioned = _position(reports, module, path, text)
+        except RecursionError:
+            return failures + [invalid_file(path, "file too deeply nested to compute positions")]
+        except Exception as error:
+            return failures + [invalid_file(path, f"internal error while computing positions: {_describe(error)}")]
+        return failures + positioned
+    finally:
+        _release(analysis)
+
+
+def _release(analysis) -> None:
+    """Break the reference cycles of a linted file's analysis (scopes, loops, contexts and
+    bindings point at each other), so that refcounting frees it and its tree as soon as the
+    file is done. The cyclic collector would find them too, but only by traversing every node
+    of the tree: a tenth of the lint time. Only this file's own analysis is released; the
+    project index's analyses of other modules never point into it (their answers are about
+    their own scopes)."""
+    from torchlint.analysis.scopes import Loop, Scope
+
+    for scope in (analysis.module_scope, *analysis.scopes.values()):
+        for name in Scope.__slots__:
+            with contextlib.suppress(AttributeError):
+                delattr(scope, name)
+    for loop in analysis.loops.values():
+        for name in Loop.__slots__:
+            with contextlib.suppress(AttributeError):
+                delattr(loop, name)
+    analysis.__dict__.clear()
 
 
 _limit_lock = threading.Lock()
@@ -554,16 +585,28 @@ _saved_limit = 0
 def _run_deep(function, *args):
     """``function(*args)`` on the lint thread (one per process, with a STACK_SIZE stack, started
     once: creating a thread with a stack that large costs milliseconds) with the recursion limit
-    at least RECURSION_LIMIT (restored when the last such call ends); its exception is re-raised."""
+    at least RECURSION_LIMIT (restored when the last such call ends); its exception is re-raised.
+
+    The cyclic garbage collector is paused for the call. A parse allocates millions of objects
+    that all live until the file is done, and the collector, triggered every 700 allocations,
+    traverses them again and again as it promotes them, the more so as the project index keeps
+    other modules' trees alive: on timm that was a fifth of the lint time. Paused, the file's
+    objects stay in the youngest generation, and the first collection after the call (at the
+    next allocations) examines each of them once and frees the file's cycles (its analysis)."""
     global _deep_runs, _saved_limit
     with _limit_lock:
         if _deep_runs == 0:
             _saved_limit = sys.getrecursionlimit()
             sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
         _deep_runs += 1
+    collecting = gc.isenabled()  # a caller that paused it itself (a nested call) keeps it paused
+    if collecting:
+        gc.disable()
     try:
         return _lint_thread().run(function, args)
     finally:
+        if collecting:
+            gc.enable()
         _leave_deep()
 
 
@@ -633,7 +676,11 @@ def _position(reports: list[Report], module, path: str, text: str | None = None)
     from torchlint.positions import node_positions
 
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = node_positions(wrapper, [report.node for report in reports])
+    wanted = [report.node for report in reports]
+    for report in reports:  # the nodes a fix's changes name: any other costs the full provider
+        if report.autofix is not None:
+            wanted.extend(_fix_nodes(report.autofix))
+    positions = node_positions(wrapper, wanted)
     seen: set[tuple[int, int, str]] = set()
     violations = []
     for report in reports:
@@ -656,6 +703,21 @@ def _position(reports: list[Report], module, path: str, text: str | None = None)
             end_line=span.end.line, end_column=span.end.column + 1, help=report.fix, fix=fix,
         ))
     return violations
+
+
+def _fix_nodes(fix) -> list:
+    """The nodes whose positions resolving ``fix`` reads (torchlint.fix.resolve): every node its
+    changes name, and a decorated definition's first decorator."""
+    nodes = []
+    for change in fix.changes:
+        for name in getattr(type(change), "__slots__", ()):
+            value = getattr(change, name, None)
+            if isinstance(value, cst.CSTNode):
+                nodes.append(value)
+                decorators = getattr(value, "decorators", None)
+                if decorators:
+                    nodes.append(decorators[0])
+    return nodes
 
 
 # The parser's line breaks. str.splitlines() also splits on form feeds, vertical tabs, \x1c-\x1e,

@@ -24,7 +24,7 @@ def child_nodes(node) -> Iterator:
     if fields is None:
         fields = tuple(
             name for name in type(node).__dataclass_fields__
-            if name not in _NEUTRAL_FIELDS and not name.startswith("whitespace")
+            if name not in _NEUTRAL_FIELDS and not name.startswith(("whitespace", "__"))
         )
         _FIELDS_BY_TYPE[type(node)] = fields
     for name in fields:
@@ -66,7 +66,10 @@ def collect_nodes(node, wanted: type, found: list) -> list:
     the innermost loop of the analysis: every statement's calls)."""
     stack = [node]
     pop, push = stack.pop, stack.append
-    fields_by_type, node_types = _FIELDS_BY_TYPE, _NODE_TYPES
+    fields_by_type = _FIELDS_BY_TYPE
+    # node types worth a visit: nodes, less the leaves (a Name holds no other node), unless
+    # the leaves are what is wanted
+    inner_types = _INNER_NODE_TYPES if wanted not in _LEAF_TYPES else _NODE_TYPES
     lambda_type = cst.Lambda
     while stack:
         current = pop()
@@ -79,7 +82,7 @@ def collect_nodes(node, wanted: type, found: list) -> list:
         if fields is None:
             fields = tuple(
                 name for name in kind.__dataclass_fields__
-                if name not in _NEUTRAL_FIELDS and not name.startswith("whitespace")
+                if name not in _NEUTRAL_FIELDS and not name.startswith(("whitespace", "__"))
             )
             fields_by_type[kind] = fields
         for name in fields:
@@ -88,18 +91,46 @@ def collect_nodes(node, wanted: type, found: list) -> list:
             if value_kind is list or value_kind is tuple:
                 for item in value:
                     item_kind = type(item)
-                    known = node_types.get(item_kind)
+                    known = inner_types.get(item_kind)
                     if known is None:
-                        known = _is_node_type(item_kind)
+                        known = _is_inner_node_type(item_kind)
                     if known:
                         push(item)
             else:
-                known = node_types.get(value_kind)
+                known = inner_types.get(value_kind)
                 if known is None:
-                    known = _is_node_type(value_kind)
+                    known = _is_inner_node_type(value_kind)
                 if known:
                     push(value)
     return found
+
+
+_LEAF_TYPE_NAMES = ("Name", "Integer", "Float", "Imaginary", "SimpleString", "Ellipsis")
+_INNER_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_inner_node_type(kind: type) -> bool:
+    known = _INNER_NODE_TYPES.get(kind)
+    if known is None:
+        known = _INNER_NODE_TYPES[kind] = _is_node_type(kind) and kind not in _LEAF_TYPES
+        _NODE_TYPES.setdefault(kind, _is_node_type(kind))
+    return known
+
+
+class _LeafTypes:
+    """The node types that hold no other node (libcst is imported lazily, so resolved on first
+    use)."""
+
+    def __init__(self) -> None:
+        self._types: frozenset | None = None
+
+    def __contains__(self, kind) -> bool:
+        if self._types is None:
+            self._types = frozenset(getattr(cst, name) for name in _LEAF_TYPE_NAMES)
+        return kind in self._types
+
+
+_LEAF_TYPES = _LeafTypes()
 
 
 def dotted_name(node) -> str | None:

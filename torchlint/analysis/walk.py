@@ -15,6 +15,18 @@ from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 GRAD_WRAPPER_RE = re.compile(r"grad|training_mode|train_mode|eval_mode|inference", re.I)
 
 
+_VISIT_METHODS: dict[type, tuple[str, ...]] = {}
+
+
+def _visit_methods(rule_class: type) -> tuple[str, ...]:
+    """The rule class's ``visit_*`` method names, in ``dir`` order (``dir`` per file and rule
+    cost more than some rules)."""
+    names = _VISIT_METHODS.get(rule_class)
+    if names is None:
+        names = _VISIT_METHODS[rule_class] = tuple(name for name in dir(rule_class) if name.startswith("visit_"))
+    return names
+
+
 class ModuleWalk:
     """The walk and its records; the query mixins of the package build on them."""
 
@@ -62,10 +74,11 @@ class ModuleWalk:
         check_module = getattr(rule, "check_module_scope", None)
         if check_module is not None:
             check_module(self.module_scope)
-        for attribute in dir(type(rule)):
-            if attribute.startswith("visit_"):
+        for attribute in _visit_methods(type(rule)):
+            statements = self.statements_by_type.get(attribute[6:])
+            if statements:
                 handler = getattr(rule, attribute)
-                for node, ctx in self.statements_by_type.get(attribute[6:], ()):
+                for node, ctx in statements:
                     handler(node, ctx)
 
     def may_contain(self, text: str) -> bool:

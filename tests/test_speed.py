@@ -1,0 +1,108 @@
+"""The lint path's shortcuts (issue 8, speed) give the answers of the long way round."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from torchlint import engine, positions
+from torchlint.analysis import Analysis
+from torchlint.analysis.syntax import collect_nodes, iter_expression_nodes
+from torchlint.lazy import cst
+from torchlint.rules import all_rules, default_rules
+
+FINDING = """\
+import torch
+
+
+def train(model, loader):
+    losses = []
+    for x in loader:
+        loss = model(x)
+        loss.backward()
+        losses.append(loss)
+"""
+
+
+def lint(text: str, rules=None, path: str = "train.py") -> list[tuple[int, str, str]]:
+    return [(v.line, v.code, v.message) for v in engine.lint_source(text, path, rules or default_rules())]
+
+
+# The full compile runs only for files whose text may hold a refusal the analysis does not see
+# (_RARE_COMPILE_ERRORS): these are spelled the ways that prefilter must still catch.
+@pytest.mark.parametrize("body, message", [
+    ("def g():\n    x = 1\n    if x: global x\n", "name 'x' is used prior to global declaration"),
+    ("def g():\n    x = 1; global x\n", "name 'x' is assigned to before global declaration"),
+    ("def g():\n    x = 1\n    \\\nglobal x\n", "name 'x' is assigned to before global declaration"),
+    ("def g():\n    return [a async for a in b]\n", "asynchronous comprehension outside of an asynchronous function"),
+    ("def g():\n    async  with a:\n        pass\n", "'async with' outside async function"),
+    ("__debug__ = 1\n", "cannot assign to __debug__"),
+])
+def test_rare_compile_errors_still_reach_the_compiler(body, message):
+    assert [(code, text) for _, code, text in lint(FINDING + body)] == [("TL000", f"syntax error: {message}")]
+
+
+@pytest.mark.parametrize("comment", ["# global average pooling", "# async copy to the device", "# nonlocal means"])
+def test_the_words_in_comments_change_nothing(comment):
+    assert [code for _, code, _ in lint(comment + "\n" + FINDING)] == ["TL101"]
+
+
+def test_the_collector_is_running_again_after_a_lint_and_a_caller_pause_is_kept():
+    assert gc.isenabled()
+    lint(FINDING)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lint(FINDING)
+        assert not gc.isenabled()  # the caller paused it: not ours to switch back on
+    finally:
+        gc.enable()
+
+
+def test_a_linted_files_analysis_is_freed_without_the_collector(monkeypatch):
+    made = []
+    original = Analysis.__init__
+
+    def recording(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(Analysis, "__init__", recording)
+    gc.disable()
+    try:
+        assert [code for _, code, _ in lint(FINDING)] == ["TL101"]
+        assert made and all(ref() is None or not ref().__dict__ for ref in made)
+    finally:
+        gc.enable()
+
+
+def test_a_fixable_finding_is_positioned_without_the_full_provider(monkeypatch):
+    def refuse(self):
+        raise AssertionError("the full PositionProvider ran")
+
+    monkeypatch.setattr(positions.Positions, "_full", refuse)
+    text = FINDING.replace("    for x in loader:\n", "    model.eval()\n    for x in loader:\n").replace(
+        "        loss.backward()\n        losses.append(loss)\n", "        losses.append(loss.item())\n")
+    found = engine.lint_source(text, "evaluate.py", all_rules())
+    fixed = [v for v in found if v.fix is not None]
+    assert fixed, [(v.line, v.code, v.message) for v in found]
+
+
+SNIPPETS = [
+    "f(g(x), key=h(y))[i](z)\n",
+    "y = [a(b) for b in c(d)] + {k: v(k) for k in w()}\n",
+    "z = lambda q: inner(q)\nouter(lambda: hidden())\n",
+    "x: Annotated[int, meta()] = value(1, 'two', 3.0, 4j, ...)\n",
+    "print(f'{fmt(a)!r:>{width()}}')\n",
+]
+
+
+@pytest.mark.parametrize("source", SNIPPETS)
+def test_collect_nodes_finds_what_the_plain_walk_finds(source):
+    module = cst.parse_module(source)
+    for statement in module.body:
+        for wanted in (cst.Call, cst.Name, cst.SimpleString):
+            expected = [node for node in iter_expression_nodes(statement) if type(node) is wanted]
+            assert collect_nodes(statement, wanted, []) == expected
