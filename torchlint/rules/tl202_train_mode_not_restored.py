@@ -63,7 +63,7 @@ class TrainModeNotRestored(Rule):
         "on purpose (frozen batch norm) would lose it; no fix when the function puts the model in "
         "eval mode before the loop, or the switch names no model."
     )
-    TOKENS = (".eval(", ".train(False)", "backward", ".step(")  # the eval switch may sit in a helper of another file
+    TOKENS = (".eval(", "train", "backward", ".step(", "fit")  # the switch and the training may both sit in imported helpers
     CLAIM = (
         "the model's `training` flag is False during every training step after the first validation "
         "(True in every step of the good program), and batch-norm running statistics stop changing"
