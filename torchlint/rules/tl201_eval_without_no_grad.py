@@ -62,6 +62,18 @@ class EvalWithoutNoGrad(Rule):
     reported at the call when `run_epoch` loops over forward passes without training for
     those arguments (a `backward()` under `if train:` does not run for `train=False`).
 
+    Inference code is recognised by what it does as well as by its name: a function (also a
+    wrapper's `__call__`, `act(obs)`, `sample_images()`) that runs a model with grad enabled,
+    never backpropagates, turns the results into data (`.detach()`, `.numpy()`, `.tolist()`,
+    `.item()`, `.data`, `int(...)` / `float(...)`) or is named for inference or generation
+    (`generate`, `sample`, `translate`, `greedy_decode`, as the first word), and lets no
+    attached value out (not returned, yielded, stored, or handed to a call that may keep it):
+    the graph autograd records is thrown away unused. A module's own `predict` / `generate` /
+    `sample` method that decodes step by step with its layers counts too, unless the module's
+    `forward` runs it. So does an evaluation every N steps inside a training loop: an
+    `if step % 50 == 0:` block that runs the model, never backpropagates and only reads its
+    results (`test_output = cnn(test_x)`, accuracy from `.data`).
+
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
     stop autograd. Every forward pass still saves the activations its backward pass would
@@ -91,7 +103,11 @@ class EvalWithoutNoGrad(Rule):
     (schedule-free optimizers) starts no region. A method that overrides a hook of a base
     class defined elsewhere and is never called in its own file (`Predictor.inference`) runs
     under a grad mode its framework sets: there only the method's own loops count, not
-    forward passes behind helpers. Calls into other files are not followed.
+    forward passes behind helpers. Helpers and model classes of other project files are
+    followed through the project's imports. Inference-shaped code is left alone when the
+    program shows no graph can exist (`out.numpy()` without a detach would raise), when its
+    name says it computes gradients (`grad`, `saliency`, `jacobian`) or builds something
+    (`build`, `make`, `create`, `init`: a one-off forward pass that learns shapes).
 
     Unit tests: in test files (under a `tests/` or `test/` directory, or named `test_*.py` /
     `*_test.py` / `conftest.py`), a name that says "test" is a pytest test, not an evaluation

@@ -16,7 +16,10 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     `weight` / `bias` of a model's submodule, `model.emb.weight`), tensors
     created with `requires_grad=True` or made so with `.requires_grad_()`, and the loop
     variable of `for p in model.parameters()` / `named_parameters()` / an optimizer's
-    `group["params"]`.
+    `group["params"]`, or a loop variable whose `.grad` the function reads (`for param in
+    params: param -= lr * param.grad`; outside classes, since an optimizer class's `step()`
+    may run under its caller's `no_grad`). A torch call writing into one with `out=`
+    (`torch.arange(n, out=self.freq)`) is an in-place change too.
 
     ## Why is this bad?
     Autograd refuses it: the statement raises `RuntimeError: a leaf Variable that requires

@@ -34,14 +34,21 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     ## What it does
     Finds in-place changes to the output of an op whose backward needs that output —
     `sigmoid`, `tanh`, `exp`, `softmax`, `log_softmax`, `relu`, `sqrt`, `rsqrt`,
-    `reciprocal` in their `torch.`, method and `torch.nn.functional` spellings, and the
+    `reciprocal`, the reductions `logsumexp` / `prod` / `cumprod` / `norm` and the
+    decompositions and inverses of `torch.linalg` (`eigh`, `svd`, `qr`, `cholesky`, `inv`,
+    `det`…, every output of the multi-output ones) in their `torch.`, method and
+    `torch.nn.functional` spellings, and the
     `nn.Sigmoid` / `nn.Tanh` / `nn.ReLU` / `nn.Softmax` modules (also as the last layer of an
-    `nn.Sequential`) — while that output is still
+    `nn.Sequential`, or given as a constructor argument's default: `act=nn.ReLU()` kept as
+    `self.act`) — while that output is still
     needed: a `backward()` in the same function follows and reaches it, or a `forward()` /
     `training_step()` returns it. Mutations are in-place methods (`y.mul_(2)`,
     `y[:, 0].zero_()`, even `y.detach().zero_()`, which shares the version counter),
     augmented assignments (`y += 1`) and item assignments (`y[mask] = 0`). The op's input
-    must be attached to the graph or a leaf that requires grad.
+    must be attached to the graph or a leaf that requires grad; in a method of a module, a
+    value computed from the module's own layers or methods (`self.V(x)`) counts, and so do
+    the inputs of its `forward` (the output of the layers before it). Any method of a module
+    that returns the changed tensor, or a value computed from it, hands the graph on.
 
     ## Why is this bad?
     Autograd saved the output for the backward pass and checks its version counter. The

@@ -35,7 +35,10 @@ class MissingZeroGrad(Rule):
     Helpers of this file are followed: a `backward()` or a clearing inside a function the loop
     calls counts, and a per-step function (`train_step(batch)`, called by the loop in `fit`)
     is checked with its caller's loop, whose clearings around the call count too; helpers in
-    other files are not followed. Optimizers are
+    other files are not followed. A function that is one training step by itself
+    (`agent.learn(batch)`, `gan.step(data)`: `backward()` then the step, called by a loop in
+    another file) is reported when nothing in its file ever clears that optimizer's
+    gradients. Optimizers are
     recognised by name (`optimizer`, `opt_g`, `self.actor.optimizer`) or construction
     (`torch.optim.*`, `*Optimizer(...)`), so `scheduler.step()`, `env.step(action)` and
     `ema.step()` are never steps; neither is `optimizer.step(closure)` (the closure clears
