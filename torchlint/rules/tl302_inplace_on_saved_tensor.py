@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchlint.analysis import (
-    PARAMETERISED_LAYERS, Binding, Context, GradMode, call_arguments, call_name, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
+    BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, _call_chain, Context, GradMode, call_arguments, call_name, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
     strip_views,
 )
 from torchlint.lazy import cst
@@ -61,6 +61,7 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     CODE = "TL302"
     NAME = "inplace-on-saved-tensor"
     MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
+    INPUT_MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as an input of `{op}` for backward"
     SPLIT_MESSAGE = ("`{stmt}` modifies `{name}` in place, one of the views `{op}` returned: autograd refuses "
                      "in-place changes to the outputs of an op that returns several views")
     FIX = "use an out-of-place op (`{name} = {name} * ...`) or change a copy made with `{name}.clone()`"
@@ -233,6 +234,12 @@ for x, y in loader:
             if origin is not None and self._graph_still_needed(origin[1], ctx):
                 name = self.code(base, 30)
                 self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
+                            self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
+                return
+            op = self._saved_as_input(node, base, key, ctx)
+            if op is not None:
+                name = self.code(base, 30)
+                self.report(node, self.INPUT_MESSAGE.format(stmt=self.code(node, 60), name=name, op=op),
                             self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
                 return
 
@@ -412,6 +419,174 @@ for x, y in loader:
                 return None
         return f"{class_scope.name}() (its forward ends in {op})", True
 
+    # ------------------------------------------------------------------ saved inputs
+
+    def _saved_as_input(self, node, base, key: str, ctx: Context) -> str | None:
+        """The op that saved, as one of its inputs, the tensor ``key`` holds at the mutation
+        ``node``: an op earlier in the function (or in the mutation's own right-hand side, as in
+        ``x += self.fc(self.norm(x))``), run with autograd recording on the same tensor, whose
+        result still goes on to a ``backward()`` after the mutation (with none in between) or
+        out of a module's method: ``y = x * w; x.add_(1); y.sum().backward()``."""
+        analysis = self.analysis
+        scope = ctx.scope
+        if analysis.grad_enabled(ctx) and analysis.is_grad_leaf(base, ctx):
+            return None  # a leaf that requires grad changed with autograd recording: TL301's finding
+        origin = self._tensor_origin(key, ctx)
+        for site, site_ctx in self._input_sites(scope):
+            if site_ctx.order > ctx.order:
+                break
+            own = site is node
+            if (not own and site_ctx.order == ctx.order) or not analysis.grad_enabled(site_ctx):
+                continue
+            if not own and (self._tensor_origin(key, site_ctx) is not origin
+                            or analysis.exclusive_branches(site, node, scope)):
+                continue  # rebound in between (`x = x + 1`): the saved tensor is another one
+            for expr in _site_values(site, own):
+                for op, tensors_only in self._saving_input_ops(expr, key, site_ctx):
+                    if type(node) is cst.AugAssign and not tensors_only and not self._is_tensor(base, ctx):
+                        continue  # `scale *= 0.9` on a number that multiplied a tensor
+                    if self._result_still_needed(site, site_ctx, ctx, own):
+                        return op
+        return None
+
+    def _input_sites(self, scope) -> list:
+        """The function's assignments in order, its own statements only (memoised per scope)."""
+        memo = scope._memo
+        if "TL302 input sites" not in memo:
+            memo["TL302 input sites"] = [
+                (stmt, ctx) for stmt, ctx in scope.statements
+                if ctx.scope is scope and type(stmt) in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Expr)
+            ]
+        return memo["TL302 input sites"]
+
+    def _tensor_origin(self, key: str, ctx: Context) -> Binding | None:
+        """The binding that made the tensor ``key`` holds at ``ctx``, through in-place updates
+        (``x += 1`` keeps the tensor)."""
+        binding = self.analysis.lookup(key, ctx)
+        for _ in range(MAX_ALIAS_DEPTH):
+            if binding is None or binding.kind != "augassign" or binding.ctx.scope is not ctx.scope:
+                break
+            binding = self.analysis.lookup(key, binding.ctx)
+        return binding
+
+    def _saving_input_ops(self, expr, key: str, ctx: Context):
+        """(op source, whether the op takes tensors only) for each op in ``expr``
+        that saves the operand holding ``key`` for its backward: products save each operand
+        when another requires grad, division its divisor when either does and its dividend
+        when the divisor does, powers every operand when one does (measured, torch 2.13)."""
+        for node in iter_expression_nodes(expr):
+            found = self._input_op(node, ctx)
+            if found is None:
+                continue
+            kind, operands, tensors_only = found
+            keyed = [_operand_key(operand) == key for operand in operands]
+            if not any(keyed):
+                continue
+            needs = [self._requires_grad(operand, ctx) if operand is not None else True for operand in operands]
+            for index, hit in enumerate(keyed):
+                if not hit:
+                    continue
+                others = needs[:index] + needs[index + 1:]
+                if kind == "product":
+                    saved = any(others)
+                elif kind == "divide":
+                    saved = needs[1] or (index == 1 and needs[0])
+                else:  # power
+                    saved = any(needs)
+                if saved:
+                    yield self.code(node, 40), tensors_only
+                    break
+
+    def _input_op(self, node, ctx: Context):
+        """(kind, operands, whether it takes tensors only) when ``node`` is an op that saves inputs: ``a * b``, ``a @
+        b``, ``a / b``, ``a ** b``, ``torch.mul`` / ``matmul`` / ``mm`` / ``bmm`` / ``einsum`` /
+        ``div`` / ``pow`` (also as tensor methods), ``F.linear`` / ``F.conv*d``, and calls of
+        ``torch.nn`` layers with weights (``Linear``, ``Conv*``, norms). A layer's weight stands
+        as the operand ``None`` (it requires grad)."""
+        kind = type(node)
+        if kind is cst.BinaryOperation:
+            found = BINARY_INPUT_OPS.get(type(node.operator).__name__)
+            return (found, [node.left, node.right], type(node.operator) is cst.MatrixMultiply) if found else None
+        if kind is not cst.Call:
+            return None
+        func = node.func
+        qualified = self.analysis.qualified_name(func)
+        arguments = call_arguments(node)
+        if qualified is not None:
+            namespace, _, name = qualified.rpartition(".")
+            if namespace not in INPUT_SAVING_NAMESPACES or name not in INPUT_SAVING_CALLS:
+                return None
+            found = INPUT_SAVING_CALLS[name]
+            if name == "einsum":
+                return found, arguments[1:], True
+            return (found, arguments[:2], name in TENSOR_ONLY_CALLS) if len(arguments) >= 2 else None
+        if type(func) is cst.Attribute and func.attr.value in INPUT_SAVING_METHODS and arguments:
+            name = func.attr.value
+            if self.analysis.is_module(func.value, ctx):
+                return None  # a module's own method
+            return INPUT_SAVING_CALLS[name], [func.value, arguments[0]], name in TENSOR_ONLY_CALLS
+        if arguments and self._input_saving_layer(func, ctx):
+            return "product", [arguments[0], None], True
+        return None
+
+    def _input_saving_layer(self, func, ctx: Context) -> bool:
+        """``self.fc`` bound to ``nn.Linear(...)`` (a ``torch.nn`` layer whose weight requires
+        grad: not frozen, not ``affine=False``)."""
+        analysis = self.analysis
+        key = dotted_name(func)
+        if key is None:
+            return False
+        binding = analysis.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+            return False
+        constructor = binding.value
+        qualified = analysis.qualified_name(constructor.func) or ""
+        if not qualified.startswith("torch.nn.") or last_part(qualified) not in INPUT_SAVING_LAYERS:
+            return False
+        for flag in ("affine", "elementwise_affine"):
+            value = keyword_argument(constructor, flag)
+            if value is not None and not (type(value) is cst.Name and value.value == "True"):
+                return False
+        return not analysis._grad_switched_off(key)
+
+    def _is_tensor(self, expr, ctx: Context) -> bool:
+        analysis = self.analysis
+        return analysis.is_tensor(expr, ctx) or analysis.is_attached(expr, ctx) or analysis.is_grad_leaf(expr, ctx)
+
+    def _result_still_needed(self, site, site_ctx: Context, ctx: Context, own: bool) -> bool:
+        """Does the result of the op at ``site`` go on to a ``backward()`` that comes after the
+        mutation at ``ctx``, with no ``backward()`` between the op and the mutation (which
+        would have spent its graph), or out of a module's method?"""
+        analysis = self.analysis
+        scope = ctx.scope
+        orders = self._backward_orders(scope)
+        if any(site_ctx.order < order < ctx.order for order in orders):
+            return False
+        results = _result_keys(site)
+        if not results:
+            return False
+        if any(order > ctx.order for order in orders) and results & analysis.backpropagated_keys(scope):
+            return True
+        if not (scope.kind == "function" and scope.parent is not None and scope.parent.kind == "class"
+                and results & analysis.returned_keys(scope)):
+            return False
+        return scope.name in GRAPH_RETURNING_METHODS or analysis.is_module_class(scope.parent.node.name)
+
+    def _backward_orders(self, scope) -> list[int]:
+        """Orders of the function's own statements that call ``backward()`` or
+        ``torch.autograd.grad`` (memoised per scope)."""
+        memo = scope._memo
+        if "TL302 backward orders" not in memo:
+            analysis = self.analysis
+            memo["TL302 backward orders"] = [
+                ctx.order for stmt, ctx in scope.statements
+                if ctx.scope is scope and any(
+                    call_name(call) in BACKWARD_FUNCTIONS or analysis.qualified_name(call.func) == "torch.autograd.grad"
+                    for call in analysis.calls_in(stmt)
+                )
+            ]
+        return memo["TL302 backward orders"]
+
     def _requires_grad(self, expr, ctx: Context) -> bool:
         analysis = self.analysis
         return analysis.is_attached(expr, ctx) or (analysis.grad_enabled(ctx) and analysis.is_grad_leaf(expr, ctx))
@@ -450,3 +625,70 @@ def _view_only(expr) -> bool:
     if type(func) is cst.Attribute and func.attr.value in VIEW_ONLY_CALLS:
         return True
     return type(func) is cst.Name and func.value in VIEW_ONLY_CALLS and bool(expr.args)
+
+
+# Ops that save their inputs for backward (measured on torch 2.13: changing the saved input in
+# place before backward() raises). `add` / `sub` save nothing; ops saving their output are above.
+BINARY_INPUT_OPS = {"Multiply": "product", "MatrixMultiply": "product", "Divide": "divide", "Power": "power"}
+INPUT_SAVING_CALLS = {
+    "mul": "product", "multiply": "product", "matmul": "product", "mm": "product", "bmm": "product",
+    "einsum": "product", "linear": "product", "conv1d": "product", "conv2d": "product", "conv3d": "product",
+    "div": "divide", "divide": "divide", "true_divide": "divide", "pow": "power", "float_power": "power",
+}
+# Ops that take tensors only (`mul` and the operators also take numbers).
+TENSOR_ONLY_CALLS = frozenset({"matmul", "mm", "bmm", "einsum", "linear", "conv1d", "conv2d", "conv3d"})
+INPUT_SAVING_METHODS = frozenset({"mul", "multiply", "matmul", "mm", "bmm", "div", "divide", "true_divide", "pow"})
+INPUT_SAVING_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.Tensor"})
+# torch.nn layers whose weight requires grad: they save their input for the weight's gradient.
+INPUT_SAVING_LAYERS = frozenset({
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "LayerNorm", "GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+})
+
+
+def _operand_key(operand) -> str | None:
+    """The name whose storage an operand reads (``x`` for ``x``, ``x[:, 0]``, ``x.t()``)."""
+    if operand is None:
+        return None
+    base = strip_views(operand, through_detach=True)
+    return dotted_name(base) if base is not None else None
+
+
+def _site_values(site, own: bool) -> list:
+    """The expressions of a statement where an op runs before its mutation: the right-hand side
+    of an assignment; for the mutation itself, its right-hand side or the arguments of its
+    in-place calls (``x.add_(x * w)``)."""
+    kind = type(site)
+    if kind is cst.Expr:
+        if not own:
+            return []
+        return [arg.value for call in _call_chain(site.value) for arg in call.args]
+    value = site.value
+    if value is None:
+        return []
+    if own and kind is cst.Assign and not any(type(t.target) is cst.Subscript for t in site.targets):
+        return []
+    return [value]
+
+
+def _result_keys(site) -> set[str]:
+    """The names an assignment stores its value in (the base of ``buf[i] = ...``)."""
+    kind = type(site)
+    targets = [t.target for t in site.targets] if kind is cst.Assign else (
+        [site.target] if kind in (cst.AnnAssign, cst.AugAssign) else [])
+    if kind is cst.Expr:  # x.add_(x * w): the result goes into the mutated tensor
+        targets = [call.func.value for call in _call_chain(site.value) if type(call.func) is cst.Attribute]
+    keys: set[str] = set()
+    pending = list(targets)
+    while pending:
+        target = pending.pop()
+        if type(target) in (cst.Tuple, cst.List):
+            pending.extend(element.value for element in target.elements)
+            continue
+        if type(target) is cst.StarredElement:
+            target = target.value
+        base = strip_views(target) if type(target) is cst.Subscript else target
+        key = dotted_name(base) if base is not None else None
+        if key is not None:
+            keys.add(key)
+    return keys
