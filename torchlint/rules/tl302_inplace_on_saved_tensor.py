@@ -39,6 +39,15 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     augmented assignments (`y += 1`) and item assignments (`y[mask] = 0`). The op's input
     must be attached to the graph or a leaf that requires grad.
 
+    Also finds in-place changes to a tensor that an op saved as one of its *inputs*, between
+    that op and the `backward()` its result reaches (or the return of a module's method):
+    an operand of `*`, `@`, `mul`, `matmul`, `mm`, `bmm`, `einsum`, `F.linear`, `F.conv*d`
+    when another operand requires grad (`y = x * w` saves `x` because `w` is a parameter),
+    the divisor of `/` / `div` when either side requires grad and the dividend when the
+    divisor does, any operand of `**` / `pow` when one requires grad, and the input of a
+    `torch.nn` layer with weights (`Linear`, `Conv*`, `LayerNorm`, `BatchNorm*`...): a
+    pre-norm block's `x += self.mlp(self.norm(x))` changes the `x` that `LayerNorm` saved.
+
     ## Why is this bad?
     Autograd saved the output for the backward pass and checks its version counter. The
     in-place change itself raises nothing; the later `backward()` raises `RuntimeError: one of
@@ -55,7 +64,15 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     shortcuts taken only in eval mode (`if not self.training: y.mul_(s)`,
     `y.log1p() if self.training else y.log1p_()`: nobody backpropagates there), and for ops
     that save their input rather than their output (`pow`, `log`, `gelu`, `silu`, `elu`,
-    `softplus`, `leaky_relu`, `hardtanh`, linear layers...).
+    `softplus`, `leaky_relu`, `hardtanh`, linear layers...) beyond those listed above.
+    Saved inputs: addition and subtraction save nothing and a constant factor (`h * 2`)
+    saves nothing either (measured), so neither is reported; the op and the change must be
+    in the same function with the tensor not rebound in between (`x = x.clone()`), a
+    `backward()` between them spends the graph and ends the search, an augmented assignment
+    on a name not known to hold a tensor (`alpha *= 0.9` after `h * alpha`) is not reported,
+    layers are recognised only when bound to a `torch.nn` constructor (`self.norm =
+    nn.LayerNorm(d)`, not `norm_layer(d)`), and a leaf that requires grad changed with
+    autograd recording is TL301's finding.
     """
 
     CODE = "TL302"
@@ -72,6 +89,8 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     TOKENS = (
         "sigmoid", "tan", "exp", "softmax", "softmin", "relu", "sqrt", "reciprocal",
         "Sigmoid", "Tanh", "ReLU", "Softm",
+        # saved inputs
+        "*", "@", "/", "mul", "matmul", "mm(", "einsum", "div", "pow", "linear", "conv", "Linear", "Conv", "Norm",
     )
     CLAIM = (
         "the bad program's backward() raises that a variable needed for gradient computation was modified "
@@ -142,6 +161,25 @@ class ResBlock(nn.Module):
         out += x  # expect: TL302
         return out
 """,
+        """\
+class PreNormBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Linear(d, d)
+
+    def forward(self, x):
+        x += self.mlp(self.norm(x))  # expect: TL302
+        return x
+""",
+        """\
+gate = nn.Parameter(torch.ones(16))
+for x, y in loader:
+    gated = x * gate
+    x.clamp_(-1, 1)  # expect: TL302
+    loss = F.mse_loss(head(x) + gated, y)
+    loss.backward()
+""",
     ]
     VALID = [
         """\
@@ -207,6 +245,19 @@ for x, y in loader:
     loss = F.cross_entropy(logits, y)
     loss.backward()
 """,
+        """\
+class PreNormBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Linear(d, d)
+
+    def forward(self, x):
+        x = x + self.mlp(self.norm(x))
+        h = x * 2
+        h.add_(1)
+        return h
+""",
     ]
 
     def check_mutation(self, node, ctx: Context) -> None:
@@ -236,11 +287,13 @@ for x, y in loader:
                 self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
                             self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
                 return
-            op = self._saved_as_input(node, base, key, ctx)
-            if op is not None:
+            found = self._saved_as_input(node, base, key, ctx)
+            if found is not None:
+                op, own = found
                 name = self.code(base, 30)
+                # a copy made before the statement would be what its own op saves: no fix then
                 self.report(node, self.INPUT_MESSAGE.format(stmt=self.code(node, 60), name=name, op=op),
-                            self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
+                            self.FIX.format(name=name), autofix=None if own else self._autofix(node, base, ctx))
                 return
 
     def _autofix(self, node, base, ctx: Context) -> Fix | None:
@@ -421,8 +474,8 @@ for x, y in loader:
 
     # ------------------------------------------------------------------ saved inputs
 
-    def _saved_as_input(self, node, base, key: str, ctx: Context) -> str | None:
-        """The op that saved, as one of its inputs, the tensor ``key`` holds at the mutation
+    def _saved_as_input(self, node, base, key: str, ctx: Context) -> tuple[str, bool] | None:
+        """(op, whether it runs in the mutation's own statement) for the op that saved, as one of its inputs, the tensor ``key`` holds at the mutation
         ``node``: an op earlier in the function (or in the mutation's own right-hand side, as in
         ``x += self.fc(self.norm(x))``), run with autograd recording on the same tensor, whose
         result still goes on to a ``backward()`` after the mutation (with none in between) or
@@ -446,7 +499,7 @@ for x, y in loader:
                     if type(node) is cst.AugAssign and not tensors_only and not self._is_tensor(base, ctx):
                         continue  # `scale *= 0.9` on a number that multiplied a tensor
                     if self._result_still_needed(site, site_ctx, ctx, own):
-                        return op
+                        return op, own
         return None
 
     def _input_sites(self, scope) -> list:
