@@ -68,7 +68,12 @@ class AllocationInLoop(Rule):
     from the batch. A tensor that reaches a container, an attribute, a `return` / `yield`,
     the next iteration, a call that is not a torch function, a tensor method or a forward
     pass, or that is created with `requires_grad=True` (a fresh leaf each step, on purpose)
-    is not reported. Only statements of the form `name = torch.zeros(...)` (optionally
+    is not reported. A function of the project (this file or another) that receives the
+    buffer is read from its parameter: one that only computes with it, writes into it or
+    returns it (the caller's uses of the result are then followed) does not keep it (the
+    memory guides' `result = process(batch, temp)`); one that stores it, yields it,
+    captures it in a nested function or hands it on to a call that might keep it does
+    (followed three calls deep; functions of other libraries and `*args` count as keeping). Only statements of the form `name = torch.zeros(...)` (optionally
     followed by `.to(...)`-style conversions) are examined, and only in loops that make
     steps: the loop's own body runs a forward pass, `backward()` or an optimizer step, or its
     header goes over batches or steps; an allocation per epoch or in a setup loop over layers
@@ -106,6 +111,17 @@ for step in range(steps):
     torch.matmul(inputs, weight, out=scratch)
     total += scratch.sum().item()
 """,
+        """\
+import torch
+
+def process(batch, temp):
+    temp[: len(batch)] = batch
+    return temp.sum()
+
+for batch in dataloader:
+    temp = torch.zeros(1024, 1024)  # expect: TL403
+    result = process(batch, temp)
+""",
     ]
     VALID = [
         """\
@@ -136,6 +152,16 @@ def pad_batches(batches, width):
         padded = torch.zeros(len(batch), width)
         padded[:, : batch.shape[1]] = batch
         yield padded
+""",
+        """\
+import torch
+
+def remember(history, mask):
+    history.append(mask)
+
+for batch in dataloader:
+    mask = torch.ones(1024)
+    remember(history, mask)
 """,
     ]
 
@@ -264,8 +290,8 @@ class _BufferUses:
     @classmethod
     def in_helper(cls, scope, name: str, depth: int) -> _BufferUses:
         """The uses of the helper's parameter ``name`` in one call (memoised per function):
-        returned, stored, captured by a nested function or handed on to a call that might
-        keep it all count as kept."""
+        stored, yielded, captured by a nested function or handed on to a call that might keep
+        it count as kept; returned does not (the caller follows the call's result)."""
         key = ("TL403 parameter", name)
         memo = scope._memo
         if key in memo:
@@ -293,7 +319,9 @@ class _BufferUses:
                 self.kept = True  # a nested function reads it: a closure may keep it
             return
         if kind is cst.Return and stmt.value is not None and self._may_alias(stmt.value):
-            self.kept = True
+            # out of the loop: kept; out of a helper: back to the caller, whose uses of the
+            # call's result (an alias of the buffer there) are followed
+            self.kept = self.depth == 0
             return
         if kind in (cst.Assign, cst.AnnAssign) and stmt.value is not None:
             targets = [target.target for target in stmt.targets] if kind is cst.Assign else [stmt.target]
