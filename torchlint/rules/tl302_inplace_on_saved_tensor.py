@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from torchlint.analysis import (
-    BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, _call_chain, Context, GradMode, call_arguments, call_name, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part,
-    strip_views,
+    BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, Context, GradMode, _call_chain, call_arguments, call_name,
+    dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part, strip_views,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore
@@ -494,13 +494,27 @@ class PreNormBlock(nn.Module):
             if not own and (self._tensor_origin(key, site_ctx) is not origin
                             or analysis.exclusive_branches(site, node, scope)):
                 continue  # rebound in between (`x = x + 1`): the saved tensor is another one
-            for expr in _site_values(site, own):
-                for op, tensors_only in self._saving_input_ops(expr, key, site_ctx):
-                    if type(node) is cst.AugAssign and not tensors_only and not self._is_tensor(base, ctx):
-                        continue  # `scale *= 0.9` on a number that multiplied a tensor
-                    if self._result_still_needed(site, site_ctx, ctx, own):
-                        return op, own
+            for op, tensors_only in self._saving_input_ops(self._site_ops(site, site_ctx, own), key, site_ctx):
+                if type(node) is cst.AugAssign and not tensors_only and not self._is_tensor(base, ctx):
+                    continue  # `scale *= 0.9` on a number that multiplied a tensor
+                if self._result_still_needed(site, site_ctx, ctx, own):
+                    return op, own
         return None
+
+    def _site_ops(self, site, site_ctx: Context, own: bool) -> list:
+        """The input-saving ops of a statement (see ``_site_values``), each with its kind,
+        operands, whether it takes tensors only and its operands' names (memoised)."""
+        memo = site_ctx.scope._memo.setdefault("TL302 site ops", {})
+        key = (id(site), own)
+        if key not in memo:
+            found = []
+            for expr in _site_values(site, own):
+                for node in iter_expression_nodes(expr):
+                    op = self._input_op(node, site_ctx)
+                    if op is not None:
+                        found.append((node, *op, [_operand_key(operand) for operand in op[1]]))
+            memo[key] = found
+        return memo[key]
 
     def _input_sites(self, scope) -> list:
         """The function's assignments in order, its own statements only (memoised per scope)."""
@@ -522,17 +536,13 @@ class PreNormBlock(nn.Module):
             binding = self.analysis.lookup(key, binding.ctx)
         return binding
 
-    def _saving_input_ops(self, expr, key: str, ctx: Context):
-        """(op source, whether the op takes tensors only) for each op in ``expr``
-        that saves the operand holding ``key`` for its backward: products save each operand
-        when another requires grad, division its divisor when either does and its dividend
-        when the divisor does, powers every operand when one does (measured, torch 2.13)."""
-        for node in iter_expression_nodes(expr):
-            found = self._input_op(node, ctx)
-            if found is None:
-                continue
-            kind, operands, tensors_only = found
-            keyed = [_operand_key(operand) == key for operand in operands]
+    def _saving_input_ops(self, ops: list, key: str, ctx: Context):
+        """(op source, whether the op takes tensors only) for each of the ``ops`` that saves
+        the operand holding ``key`` for its backward: products save each operand when another
+        requires grad, division its divisor when either does and its dividend when the divisor
+        does, powers every operand when one does (measured, torch 2.13)."""
+        for node, kind, operands, tensors_only, keys in ops:
+            keyed = [operand_key == key for operand_key in keys]
             if not any(keyed):
                 continue
             needs = [self._requires_grad(operand, ctx) if operand is not None else True for operand in operands]
