@@ -189,6 +189,21 @@ class Gate(nn.Module):
         h.zero_()
         return h
 """,
+    "an element of a list is not a view": """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(5))
+        self.encoder = Encoder()
+
+    def forward(self, rgb):
+        x5p, skips = self.encoder(rgb)
+        skips[1] = skips[1] * self.weight[0] + self.bias[0]
+        h = torch.zeros(3, 4)
+        y = h[0] * self.weight[1]
+        h[0] = 5  # expect: TL302
+        return skips, y
+""",
     "the op inside the change's own arguments": """\
 h = model(x)
 h.add_(h * model(x))  # expect: TL302

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import (
     BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, Context, GradMode, _call_chain, call_arguments, call_name,
-    dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part, strip_views,
+    dotted_name, eval_side, is_view_subscript, iter_expression_nodes, keyword_argument, last_part, strip_views,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore
@@ -287,7 +287,7 @@ class PreNormBlock(nn.Module):
                 self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
                             self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
                 return
-            found = self._saved_as_input(node, base, key, ctx)
+            found = self._saved_as_input(node, operand, base, key, ctx)
             if found is not None:
                 op, own = found
                 name = self.code(base, 30)
@@ -474,7 +474,7 @@ class PreNormBlock(nn.Module):
 
     # ------------------------------------------------------------------ saved inputs
 
-    def _saved_as_input(self, node, base, key: str, ctx: Context) -> tuple[str, bool] | None:
+    def _saved_as_input(self, node, operand, base, key: str, ctx: Context) -> tuple[str, bool] | None:
         """(op, whether it runs in the mutation's own statement) for the op that saved, as one of its inputs, the tensor ``key`` holds at the mutation
         ``node``: an op earlier in the function (or in the mutation's own right-hand side, as in
         ``x += self.fc(self.norm(x))``), run with autograd recording on the same tensor, whose
@@ -484,6 +484,10 @@ class PreNormBlock(nn.Module):
         scope = ctx.scope
         if analysis.grad_enabled(ctx) and analysis.is_grad_leaf(base, ctx):
             return None  # a leaf that requires grad changed with autograd recording: TL301's finding
+        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [getattr(node, "target", None)]
+        if any(_maybe_element(expr) for expr in (operand, *targets) if expr is not None) \
+                and not self._tensor_by_evidence(base, ctx):
+            return None  # `skips[1] = ...` may store into a list: only a tensor's item is a view
         origin = self._tensor_origin(key, ctx)
         for site, site_ctx in self._input_sites(scope):
             if site_ctx.order > ctx.order:
@@ -512,7 +516,7 @@ class PreNormBlock(nn.Module):
                 for node in iter_expression_nodes(expr):
                     op = self._input_op(node, site_ctx)
                     if op is not None:
-                        found.append((node, *op, [_operand_key(operand) for operand in op[1]]))
+                        found.append((node, *op, [self._operand_key(operand, site_ctx) for operand in op[1]]))
             memo[key] = found
         return memo[key]
 
@@ -611,6 +615,20 @@ class PreNormBlock(nn.Module):
             if value is not None and not (type(value) is cst.Name and value.value == "True"):
                 return False
         return not analysis._grad_switched_off(key)
+
+    def _operand_key(self, operand, ctx: Context) -> str | None:
+        """The name whose storage an operand reads (``x`` for ``x``, ``x[:, 0]``, ``x.t()``);
+        for ``skips[1]``, which may read an element of a list, only when ``skips`` is a tensor
+        by evidence."""
+        key = _operand_key(operand)
+        if key is not None and _maybe_element(operand) and not self._tensor_by_evidence(
+                strip_views(operand, through_detach=True), ctx):
+            return None
+        return key
+
+    def _tensor_by_evidence(self, expr, ctx: Context) -> bool:
+        analysis = self.analysis
+        return expr is not None and (analysis.is_tensor(expr, ctx) or analysis.is_grad_leaf(expr, ctx))
 
     def _is_tensor(self, expr, ctx: Context) -> bool:
         analysis = self.analysis
@@ -715,6 +733,23 @@ def _operand_key(operand) -> str | None:
         return None
     base = strip_views(operand, through_detach=True)
     return dotted_name(base) if base is not None else None
+
+
+def _maybe_element(expr) -> bool:
+    """Is ``expr`` (or what it views) indexed by a single integer, ``a[1]``, which reads an
+    element when ``a`` is a list and a view only when it is a tensor?"""
+    while True:
+        kind = type(expr)
+        if kind is cst.Subscript:
+            if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index and is_view_subscript(expr):
+                value = expr.slice[0].slice.value
+                if type(value) is not cst.Ellipsis and not (type(value) is cst.Name and value.value == "None"):
+                    return True
+            expr = expr.value
+        elif kind is cst.Call and type(expr.func) is cst.Attribute:
+            expr = expr.func.value
+        else:
+            return False
 
 
 def _site_values(site, own: bool) -> list:
