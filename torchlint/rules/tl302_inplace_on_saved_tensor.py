@@ -71,8 +71,9 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     `backward()` between them spends the graph and ends the search, an augmented assignment
     on a name not known to hold a tensor (`alpha *= 0.9` after `h * alpha`) is not reported,
     layers are recognised only when bound to a `torch.nn` constructor (`self.norm =
-    nn.LayerNorm(d)`, not `norm_layer(d)`), and a leaf that requires grad changed with
-    autograd recording is TL301's finding.
+    nn.LayerNorm(d)`, not `norm_layer(d)`), `a[1]` counts as a view of `a` only when `a` is a
+    tensor by evidence (it may be an element of a list), and a leaf that requires grad
+    changed with autograd recording is TL301's finding.
     """
 
     CODE = "TL302"
