@@ -170,6 +170,28 @@ class Block(nn.Module):
         u += self.unknown(u)
         return x + y + z + u
 """,
+    "another class freezing itself freezes no other": """\
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        x += self.norm(x)  # expect: TL302
+        return x
+
+
+class FrozenBackbone(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    def forward(self, x):
+        x += self.norm(x)
+        return x
+""",
     "a module's forward hands the result on": """\
 class Gate(nn.Module):
     def __init__(self, d):

@@ -615,7 +615,20 @@ class PreNormBlock(nn.Module):
             value = keyword_argument(constructor, flag)
             if value is not None and not (type(value) is cst.Name and value.value == "True"):
                 return False
-        return not analysis._grad_switched_off(key)
+        return not self._frozen(key, ctx)
+
+    def _frozen(self, key: str, ctx: Context) -> bool:
+        """Does the module switch ``requires_grad`` off for ``key`` or what holds it? A switch on
+        ``self`` (``for p in self.parameters(): p.requires_grad_(False)``) counts only in the
+        class it is written in: another class of the file freezing itself freezes no other."""
+        switches = self.analysis._requires_grad_switches()
+        parts = key.split(".")
+        for end in range(1, len(parts) + 1):
+            for switch_ctx, enabled in switches.get(".".join(parts[:end]), ()):
+                if enabled or (parts[0] == "self" and switch_ctx.scope.class_scope is not ctx.scope.class_scope):
+                    continue
+                return True
+        return False
 
     def _operand_key(self, operand, ctx: Context) -> str | None:
         """The name whose storage an operand reads (``x`` for ``x``, ``x[:, 0]``, ``x.t()``);
