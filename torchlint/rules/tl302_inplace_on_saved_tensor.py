@@ -49,11 +49,13 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     pre-norm block's `x += self.mlp(self.norm(x))` changes the `x` that `LayerNorm` saved.
 
     ## Why is this bad?
-    Autograd saved the output for the backward pass and checks its version counter. The
-    in-place change itself raises nothing; the later `backward()` raises `RuntimeError: one of
-    the variables needed for gradient computation has been modified by an inplace operation`
-    (measured on torch 2.13 for every op listed above, including a mutation done under
-    `torch.no_grad()`). Use an out-of-place op (`y = y * 2`) or mutate a `.clone()`.
+    Autograd saved the output (or the input) for the backward pass and checks its version
+    counter. The in-place change itself raises nothing; the later `backward()` raises
+    `RuntimeError: one of the variables needed for gradient computation has been modified by
+    an inplace operation` (measured on torch 2.13 for every op listed above, including a
+    mutation done under `torch.no_grad()`, and for a write into another slice of the saved
+    tensor's storage). Use an out-of-place op (`y = y * 2`, `x = x + self.mlp(self.norm(x))`)
+    or mutate a `.clone()`.
 
     ## Known problems
     Conservative: only what the function's own code shows. Not reported when the op's input
