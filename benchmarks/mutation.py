@@ -997,6 +997,88 @@ def sites_tl302(src: Source):
                             break
 
 
+# torch.nn layers whose weight requires grad: they save their input for the weight's gradient.
+INPUT_SAVING_LAYERS = {
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "LayerNorm", "GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+}
+NN_PREFIXES = {"nn", "torch.nn"}
+
+
+def _input_saving_attributes(cls) -> tuple[set[str], set[str]]:
+    """``self.x`` attributes a class's ``__init__`` binds to a ``torch.nn`` layer with weights
+    (not ``affine=False`` / ``elementwise_affine=False``), and to ``nn.Parameter(...)``."""
+    layers, parameters = set(), set()
+    for method in cls.body:
+        if not (isinstance(method, FUNCTIONS) and method.name == "__init__"):
+            continue
+        for node in walk_scope(method):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+                continue
+            target = dotted(node.targets[0])
+            func = dotted(node.value.func) or ""
+            prefix, _, name = func.rpartition(".")
+            if not (target and target.startswith("self.") and target.count(".") == 1 and prefix in NN_PREFIXES):
+                continue
+            if name == "Parameter":
+                parameters.add(target)
+            elif name in INPUT_SAVING_LAYERS and not any(
+                    k.arg in ("affine", "elementwise_affine") for k in node.value.keywords):
+                layers.add(target)
+    return layers, parameters
+
+
+def _saves_input(expr, name: str, layers: set[str], parameters: set[str]) -> bool:
+    """Does ``expr`` run an op that saves the tensor ``name`` holds: ``self.norm(name)`` for a
+    layer with weights, ``name * self.gamma`` / ``name @ self.w`` for a parameter?"""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and dotted(node.func) in layers and any(
+                isinstance(arg, ast.Name) and arg.id == name for arg in node.args):
+            return True
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.MatMult)):
+            sides = [dotted(node.left), dotted(node.right)]
+            if name in sides and any(side in parameters for side in sides):
+                return True
+    return False
+
+
+def sites_tl302_inputs(src: Source):
+    """In a module's ``forward``: ``x = x + e`` where ``e`` runs an op that saves ``x`` as an
+    input (a ``torch.nn`` layer with weights bound in ``__init__`` called on ``x``, or ``x``
+    times an ``nn.Parameter``), and ``x`` is returned. Mutant: ``x += e``, which changes the
+    saved ``x`` in place before backward (measured: backward raises)."""
+    for cls in ast.walk(src.tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        layers, parameters = _input_saving_attributes(cls)
+        if not layers and not parameters:
+            continue
+        for function in cls.body:
+            if not (isinstance(function, FUNCTIONS) and function.name == "forward"):
+                continue
+            for later in walk_scope(function):
+                if not (isinstance(later, ast.Assign) and len(later.targets) == 1
+                        and isinstance(later.targets[0], ast.Name) and isinstance(later.value, ast.BinOp)
+                        and isinstance(later.value.op, ast.Add) and src.stmt_alone(later)):
+                    continue
+                name = later.targets[0].id
+                left, right = later.value.left, later.value.right
+                if not (isinstance(left, ast.Name) and left.id == name) or not _saves_input(right, name, layers, parameters):
+                    continue
+                if not any(isinstance(r, ast.Return) and r.value is not None
+                           and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(r.value))
+                           for r in walk_scope(function)):
+                    continue
+                edits = [(src.start(later), src.end(later), f"{name} += {src.segment(right)}")]
+                yield site(src, "TL302", "saved-input-to-augassign", later.lineno,
+                           f"`{short(src.segment(later))}` -> `{name} += ...`", edits, [later.lineno])
+
+
+def sites_tl302_all(src: Source):
+    yield from sites_tl302(src)
+    yield from sites_tl302_inputs(src)
+
+
 # TL202 / TL204 / TL305 (second wave) ---------------------------------------------------------------------
 
 def _mode_call(stmt, mode: str) -> str | None:
@@ -1462,7 +1544,7 @@ OPERATORS = {
     "TL103": sites_tl103,
     "TL201": sites_tl201,
     "TL301": sites_tl301,
-    "TL302": sites_tl302,
+    "TL302": sites_tl302_all,
     "TL202": sites_tl202,
     "TL204": sites_tl204,
     "TL305": sites_tl305,

@@ -107,3 +107,140 @@ def test_every_iteration_means_unguarded_in_the_innermost_loop_of_a_repeating_lo
     }
     # the `break` in the try body makes the batch loop a retry loop: it runs once
     assert every == {"a()": False, "b()": False, "c()": False, "d()": True}
+
+
+HELPER_CASES = {
+    "a helper that only computes with the buffer": """\
+import torch
+
+def process(batch, temp):
+    temp.copy_(batch)
+    return temp.sum().item()
+
+for batch in loader:
+    temp = torch.zeros(64, 64)  # expect: TL403
+    process(batch, temp)
+""",
+    "a method of the class, by keyword": """\
+import torch
+
+class Trainer:
+    def fill(self, x, *, buf):
+        buf[: x.shape[0]] = x
+
+    def fit(self, loader):
+        for x in loader:
+            buf = torch.zeros(8, 8)  # expect: TL403
+            self.fill(x, buf=buf)
+            self.model(buf).sum().backward()
+""",
+    "a helper that returns it: the caller keeps the result": """\
+import torch
+
+def place(x, canvas):
+    canvas[: len(x)] = x
+    return canvas
+
+outputs = []
+for x in loader:
+    canvas = torch.zeros(8, 8)
+    padded = place(x, canvas)
+    outputs.append(padded)
+""",
+    "a helper that returns it: the caller only reads the result": """\
+import torch
+
+def place(x, canvas):
+    canvas[: len(x)] = x
+    return canvas
+
+for x, y in loader:
+    canvas = torch.zeros(8, 8)  # expect: TL403
+    padded = place(x, canvas)
+    loss = criterion(model(padded), y)
+    loss.backward()
+""",
+    "helpers that keep it": """\
+import torch
+
+cache = []
+
+def store(x, buf):
+    cache.append(buf)
+
+def stash(x, buf):
+    x.buffer = buf
+
+def later(x, buf):
+    def read():
+        return buf.sum()
+    return read
+
+def hand_on(x, buf):
+    store(x, buf)
+
+def generate(x, buf):
+    yield buf
+
+def anything(*args):
+    pass
+
+for x in loader:
+    a = torch.zeros(8)
+    store(x, a)
+    b = torch.zeros(8)
+    stash(x, b)
+    c = torch.zeros(8)
+    later(x, c)
+    d = torch.zeros(8)
+    hand_on(x, d)
+    e = torch.zeros(8)
+    generate(x, e)
+    f = torch.zeros(8)
+    anything(x, f)
+    g = torch.zeros(8)
+    unknown_library_call(x, g)
+    model(x).sum().backward()
+""",
+    "a helper that hands it on to one that does not keep it": """\
+import torch
+
+def norm(buf):
+    return buf.norm()
+
+def outer(x, buf):
+    buf.copy_(x)
+    return norm(buf) + 1
+
+for x in loader:
+    buf = torch.zeros(8)  # expect: TL403
+    outer(x, buf)
+    model(x).sum().backward()
+""",
+}
+
+
+@pytest.mark.parametrize("source", HELPER_CASES.values(), ids=HELPER_CASES.keys())
+def test_buffer_handed_to_a_helper(source):
+    from torchlint.testing import actual_findings, describe_mismatch, expected_findings
+
+    expected = expected_findings(source)
+    actual = actual_findings(source, [AllocationInLoop], path="train.py")
+    assert actual == expected, describe_mismatch(expected, actual)
+
+
+def test_a_helper_that_writes_into_the_buffer_asks_for_a_reset():
+    source = textwrap.dedent("""\
+        import torch
+
+        def fill(x, buf):
+            buf[: len(x)] = x
+            return buf.sum()
+
+        for x in loader:
+            buf = torch.zeros(8)
+            fill(x, buf)
+            model(x).sum().backward()
+        """)
+    [violation] = lint_source(source, "train.py", [AllocationInLoop])
+    assert "`buf.zero_()`" in violation.help

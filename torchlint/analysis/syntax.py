@@ -399,6 +399,9 @@ def call_name(call) -> str | None:
     return None
 
 
+_COMPREHENSIONS = frozenset({"GeneratorExp", "ListComp", "SetComp", "DictComp"})
+
+
 def mentioned_keys(expr, skip_detached: bool = False) -> set[str]:
     """Names and dotted attributes an expression reads. With ``skip_detached``, what sits under
     ``.item()`` / ``.detach()`` / ``float()`` ... is left out: it carries no graph."""
@@ -423,10 +426,32 @@ def mentioned_keys(expr, skip_detached: bool = False) -> set[str]:
                 continue  # out.item(), out.argmax(1): no graph comes out
             if type(func) is cst.Name and func.value in ("float", "int", "bool", "str", "len"):
                 continue
+        if skip_detached and kind.__name__ in _COMPREHENSIONS:
+            found |= _comprehension_keys(node)
+            continue
         if kind is cst.Lambda:
             continue
         stack.extend(child_nodes(node))
     return found
+
+
+def _comprehension_keys(node) -> set[str]:
+    """What a comprehension's value carries, for ``mentioned_keys(..., skip_detached=True)``:
+    its element's (a dict's value's) names, and its iterables' only when the element uses the
+    loop targets undetached. ``sum(x.item() for x in losses)`` is a number made from ``losses``, not
+    ``losses``; ``sum(x for x in losses)`` carries them. Conditions carry nothing."""
+    element = node.value if type(node).__name__ == "DictComp" else node.elt  # a dict's keys are labels
+    carried = mentioned_keys(element, skip_detached=True)
+    targets: set[str] = set()
+    iterables: set[str] = set()
+    clause = node.for_in
+    while clause is not None:
+        targets |= mentioned_keys(clause.target)
+        iterables |= mentioned_keys(clause.iter, skip_detached=True)
+        clause = clause.inner_for_in
+    if carried & targets:
+        carried |= iterables
+    return carried - targets
 
 
 def _is_grad_attribute(node) -> bool:

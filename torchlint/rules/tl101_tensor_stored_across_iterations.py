@@ -32,7 +32,12 @@ class TensorStoredAcrossIterations(Rule):
     ## Known problems
     Not reported when the container is returned or yielded by the function and no enclosing
     loop backpropagates on every iteration (a `forward()` that collects feature maps and
-    returns them needs their graph), when it is rebuilt or cleared inside the loop, when it
+    returns them needs their graph; so may the caller of `return sum(losses) / len(losses)`,
+    an attached mean that keeps every graph for one `backward()`). A number made from the
+    container (`return sum(l.item() for l in losses)`, `[l.item() for l in losses]`,
+    `torch.stack(losses).mean().item()`) is not the container: it hands no graph on, and
+    the list held every iteration's graph until the loop ended for nothing. Not reported either
+    when it is rebuilt or cleared inside the loop, when it
     feeds a `backward()` in the same function (or, for `self.x`, in another method), when the
     graph-carrying entry was replaced by a detached copy first (`out["loss"] =
     out["loss"].detach()`), under `torch.no_grad()` / `torch.inference_mode()`, or in
@@ -97,6 +102,13 @@ for i, (x, y) in enumerate(loader):
     optimizer.step()
     losses[i % steps] = loss  # expect: TL101
 """,
+        """\
+def mean_loss(model, loader):
+    losses = []
+    for x, y in loader:
+        losses.append(F.mse_loss(model(x), y))  # expect: TL101
+    return sum(loss.item() for loss in losses) / len(losses)
+""",
     ]
     VALID = [
         """\
@@ -148,6 +160,13 @@ def forward(self, x):
         h = self.cell(h)
         out[:, t] = h
     return out
+""",
+        """\
+def chunked_loss(model, chunks, y):
+    losses = []
+    for x in chunks:
+        losses.append(F.mse_loss(model(x), y))
+    return sum(losses) / len(losses)
 """,
     ]
 

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from torchlint.analysis import (
-    PARAMETERISED_LAYERS, Binding, Context, GradMode, call_arguments, call_name, dotted_name, eval_side, iter_expression_nodes, keyword_argument, last_part, mentioned_keys,
+    BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, Context, GradMode, _call_chain, call_arguments, call_name,
+    dotted_name, eval_side, is_view_subscript, iter_expression_nodes, keyword_argument, last_part, mentioned_keys,
     strip_views,
 )
 from torchlint.lazy import cst
@@ -50,12 +51,23 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     the inputs of its `forward` (the output of the layers before it). Any method of a module
     that returns the changed tensor, or a value computed from it, hands the graph on.
 
+    Also finds in-place changes to a tensor that an op saved as one of its *inputs*, between
+    that op and the `backward()` its result reaches (or the return of a module's method):
+    an operand of `*`, `@`, `mul`, `matmul`, `mm`, `bmm`, `einsum`, `F.linear`, `F.conv*d`
+    when another operand requires grad (`y = x * w` saves `x` because `w` is a parameter),
+    the divisor of `/` / `div` when either side requires grad and the dividend when the
+    divisor does, any operand of `**` / `pow` when one requires grad, and the input of a
+    `torch.nn` layer with weights (`Linear`, `Conv*`, `LayerNorm`, `BatchNorm*`...): a
+    pre-norm block's `x += self.mlp(self.norm(x))` changes the `x` that `LayerNorm` saved.
+
     ## Why is this bad?
-    Autograd saved the output for the backward pass and checks its version counter. The
-    in-place change itself raises nothing; the later `backward()` raises `RuntimeError: one of
-    the variables needed for gradient computation has been modified by an inplace operation`
-    (measured on torch 2.13 for every op listed above, including a mutation done under
-    `torch.no_grad()`). Use an out-of-place op (`y = y * 2`) or mutate a `.clone()`.
+    Autograd saved the output (or the input) for the backward pass and checks its version
+    counter. The in-place change itself raises nothing; the later `backward()` raises
+    `RuntimeError: one of the variables needed for gradient computation has been modified by
+    an inplace operation` (measured on torch 2.13 for every op listed above, including a
+    mutation done under `torch.no_grad()`, and for a write into another slice of the saved
+    tensor's storage). Use an out-of-place op (`y = y * 2`, `x = x + self.mlp(self.norm(x))`)
+    or mutate a `.clone()`.
 
     ## Known problems
     Conservative: only what the function's own code shows. Not reported when the op's input
@@ -66,12 +78,22 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     shortcuts taken only in eval mode (`if not self.training: y.mul_(s)`,
     `y.log1p() if self.training else y.log1p_()`: nobody backpropagates there), and for ops
     that save their input rather than their output (`pow`, `log`, `gelu`, `silu`, `elu`,
-    `softplus`, `leaky_relu`, `hardtanh`, linear layers...).
+    `softplus`, `leaky_relu`, `hardtanh`, linear layers...) beyond those listed above.
+    Saved inputs: addition and subtraction save nothing and a constant factor (`h * 2`)
+    saves nothing either (measured), so neither is reported; the op and the change must be
+    in the same function with the tensor not rebound in between (`x = x.clone()`), a
+    `backward()` between them spends the graph and ends the search, an augmented assignment
+    on a name not known to hold a tensor (`alpha *= 0.9` after `h * alpha`) is not reported,
+    layers are recognised only when bound to a `torch.nn` constructor (`self.norm =
+    nn.LayerNorm(d)`, not `norm_layer(d)`), `a[1]` counts as a view of `a` only when `a` is a
+    tensor by evidence (it may be an element of a list), and a leaf that requires grad
+    changed with autograd recording is TL301's finding.
     """
 
     CODE = "TL302"
     NAME = "inplace-on-saved-tensor"
     MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
+    INPUT_MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as an input of `{op}` for backward"
     SPLIT_MESSAGE = ("`{stmt}` modifies `{name}` in place, one of the views `{op}` returned: autograd refuses "
                      "in-place changes to the outputs of an op that returns several views")
     FIX = "use an out-of-place op (`{name} = {name} * ...`) or change a copy made with `{name}.clone()`"
@@ -82,6 +104,8 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     TOKENS = (
         "sigmoid", "tan", "exp", "softmax", "softmin", "relu", "sqrt", "reciprocal",
         "Sigmoid", "Tanh", "ReLU", "Softm",
+        # saved inputs
+        "*", "@", "/", "mul", "matmul", "mm(", "einsum", "div", "pow", "linear", "conv", "Linear", "Conv", "Norm",
     )
     CLAIM = (
         "the bad program's backward() raises that a variable needed for gradient computation was modified "
@@ -187,6 +211,25 @@ class ResBlock(nn.Module):
         out += x  # expect: TL302
         return out
 """,
+        """\
+class PreNormBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Linear(d, d)
+
+    def forward(self, x):
+        x += self.mlp(self.norm(x))  # expect: TL302
+        return x
+""",
+        """\
+gate = nn.Parameter(torch.ones(16))
+for x, y in loader:
+    gated = x * gate
+    x.clamp_(-1, 1)  # expect: TL302
+    loss = F.mse_loss(head(x) + gated, y)
+    loss.backward()
+""",
     ]
     VALID = [
         """\
@@ -279,6 +322,19 @@ for x, y in loader:
     loss = F.cross_entropy(logits, y)
     loss.backward()
 """,
+        """\
+class PreNormBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Linear(d, d)
+
+    def forward(self, x):
+        x = x + self.mlp(self.norm(x))
+        h = x * 2
+        h.add_(1)
+        return h
+""",
     ]
 
     def check_mutation(self, node, ctx: Context) -> None:
@@ -307,6 +363,14 @@ for x, y in loader:
                 name = self.code(base, 30)
                 self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
                             self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
+                return
+            found = self._saved_as_input(node, operand, base, key, ctx)
+            if found is not None:
+                op, own = found
+                name = self.code(base, 30)
+                # a copy made before the statement would be what its own op saves: no fix then
+                self.report(node, self.INPUT_MESSAGE.format(stmt=self.code(node, 60), name=name, op=op),
+                            self.FIX.format(name=name), autofix=None if own else self._autofix(node, base, ctx))
                 return
 
     def _autofix(self, node, base, ctx: Context) -> Fix | None:
@@ -517,6 +581,215 @@ for x, y in loader:
             ) or _calls_own_member(expr)
         return memo[roots]
 
+    # ------------------------------------------------------------------ saved inputs
+
+    def _saved_as_input(self, node, operand, base, key: str, ctx: Context) -> tuple[str, bool] | None:
+        """(op, whether it runs in the mutation's own statement) for the op that saved, as one of its inputs, the tensor ``key`` holds at the mutation
+        ``node``: an op earlier in the function (or in the mutation's own right-hand side, as in
+        ``x += self.fc(self.norm(x))``), run with autograd recording on the same tensor, whose
+        result still goes on to a ``backward()`` after the mutation (with none in between) or
+        out of a module's method: ``y = x * w; x.add_(1); y.sum().backward()``."""
+        analysis = self.analysis
+        scope = ctx.scope
+        if analysis.grad_enabled(ctx) and analysis.is_grad_leaf(base, ctx):
+            return None  # a leaf that requires grad changed with autograd recording: TL301's finding
+        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [getattr(node, "target", None)]
+        if any(_maybe_element(expr) for expr in (operand, *targets) if expr is not None) \
+                and not self._tensor_by_evidence(base, ctx):
+            return None  # `skips[1] = ...` may store into a list: only a tensor's item is a view
+        origin = self._tensor_origin(key, ctx)
+        for site, site_ctx in self._input_sites(scope):
+            if site_ctx.order > ctx.order:
+                break
+            own = site is node
+            if (not own and site_ctx.order == ctx.order) or not analysis.grad_enabled(site_ctx):
+                continue
+            if not own and (self._tensor_origin(key, site_ctx) is not origin
+                            or analysis.exclusive_branches(site, node, scope)):
+                continue  # rebound in between (`x = x + 1`): the saved tensor is another one
+            for op, tensors_only in self._saving_input_ops(self._site_ops(site, site_ctx, own), key, site_ctx):
+                if type(node) is cst.AugAssign and not tensors_only and not self._is_tensor(base, ctx):
+                    continue  # `scale *= 0.9` on a number that multiplied a tensor
+                if self._result_still_needed(site, site_ctx, ctx, own):
+                    return op, own
+        return None
+
+    def _site_ops(self, site, site_ctx: Context, own: bool) -> list:
+        """The input-saving ops of a statement (see ``_site_values``), each with its kind,
+        operands, whether it takes tensors only and its operands' names (memoised)."""
+        memo = site_ctx.scope._memo.setdefault("TL302 site ops", {})
+        key = (id(site), own)
+        if key not in memo:
+            found = []
+            for expr in _site_values(site, own):
+                for node in iter_expression_nodes(expr):
+                    op = self._input_op(node, site_ctx)
+                    if op is not None:
+                        found.append((node, *op, [self._operand_key(operand, site_ctx) for operand in op[1]]))
+            memo[key] = found
+        return memo[key]
+
+    def _input_sites(self, scope) -> list:
+        """The function's assignments in order, its own statements only (memoised per scope)."""
+        memo = scope._memo
+        if "TL302 input sites" not in memo:
+            memo["TL302 input sites"] = [
+                (stmt, ctx) for stmt, ctx in scope.statements
+                if ctx.scope is scope and type(stmt) in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Expr)
+            ]
+        return memo["TL302 input sites"]
+
+    def _tensor_origin(self, key: str, ctx: Context) -> Binding | None:
+        """The binding that made the tensor ``key`` holds at ``ctx``, through in-place updates
+        (``x += 1`` keeps the tensor)."""
+        binding = self.analysis.lookup(key, ctx)
+        for _ in range(MAX_ALIAS_DEPTH):
+            if binding is None or binding.kind != "augassign" or binding.ctx.scope is not ctx.scope:
+                break
+            binding = self.analysis.lookup(key, binding.ctx)
+        return binding
+
+    def _saving_input_ops(self, ops: list, key: str, ctx: Context):
+        """(op source, whether the op takes tensors only) for each of the ``ops`` that saves
+        the operand holding ``key`` for its backward: products save each operand when another
+        requires grad, division its divisor when either does and its dividend when the divisor
+        does, powers every operand when one does (measured, torch 2.13)."""
+        for node, kind, operands, tensors_only, keys in ops:
+            keyed = [operand_key == key for operand_key in keys]
+            if not any(keyed):
+                continue
+            needs = [self._requires_grad(operand, ctx) if operand is not None else True for operand in operands]
+            for index, hit in enumerate(keyed):
+                if not hit:
+                    continue
+                others = needs[:index] + needs[index + 1:]
+                if kind == "product":
+                    saved = any(others)
+                elif kind == "divide":
+                    saved = needs[1] or (index == 1 and needs[0])
+                else:  # power
+                    saved = any(needs)
+                if saved:
+                    yield self.code(node, 40), tensors_only
+                    break
+
+    def _input_op(self, node, ctx: Context):
+        """(kind, operands, whether it takes tensors only) when ``node`` is an op that saves inputs: ``a * b``, ``a @
+        b``, ``a / b``, ``a ** b``, ``torch.mul`` / ``matmul`` / ``mm`` / ``bmm`` / ``einsum`` /
+        ``div`` / ``pow`` (also as tensor methods), ``F.linear`` / ``F.conv*d``, and calls of
+        ``torch.nn`` layers with weights (``Linear``, ``Conv*``, norms). A layer's weight stands
+        as the operand ``None`` (it requires grad)."""
+        kind = type(node)
+        if kind is cst.BinaryOperation:
+            found = BINARY_INPUT_OPS.get(type(node.operator).__name__)
+            return (found, [node.left, node.right], type(node.operator) is cst.MatrixMultiply) if found else None
+        if kind is not cst.Call:
+            return None
+        func = node.func
+        qualified = self.analysis.qualified_name(func)
+        arguments = call_arguments(node)
+        if qualified is not None:
+            namespace, _, name = qualified.rpartition(".")
+            if namespace not in INPUT_SAVING_NAMESPACES or name not in INPUT_SAVING_CALLS:
+                return None
+            found = INPUT_SAVING_CALLS[name]
+            if name == "einsum":
+                return found, arguments[1:], True
+            return (found, arguments[:2], name in TENSOR_ONLY_CALLS) if len(arguments) >= 2 else None
+        if type(func) is cst.Attribute and func.attr.value in INPUT_SAVING_METHODS and arguments:
+            name = func.attr.value
+            if self.analysis.is_module(func.value, ctx):
+                return None  # a module's own method
+            return INPUT_SAVING_CALLS[name], [func.value, arguments[0]], name in TENSOR_ONLY_CALLS
+        if arguments and self._input_saving_layer(func, ctx):
+            return "product", [arguments[0], None], True
+        return None
+
+    def _input_saving_layer(self, func, ctx: Context) -> bool:
+        """``self.fc`` bound to ``nn.Linear(...)`` (a ``torch.nn`` layer whose weight requires
+        grad: not frozen, not ``affine=False``)."""
+        analysis = self.analysis
+        key = dotted_name(func)
+        if key is None:
+            return False
+        binding = analysis.lookup(key, ctx)
+        if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+            return False
+        constructor = binding.value
+        qualified = analysis.qualified_name(constructor.func) or ""
+        if not qualified.startswith("torch.nn.") or last_part(qualified) not in INPUT_SAVING_LAYERS:
+            return False
+        for flag in ("affine", "elementwise_affine"):
+            value = keyword_argument(constructor, flag)
+            if value is not None and not (type(value) is cst.Name and value.value == "True"):
+                return False
+        return not self._frozen(key, ctx)
+
+    def _frozen(self, key: str, ctx: Context) -> bool:
+        """Does the module switch ``requires_grad`` off for ``key`` or what holds it? A switch on
+        ``self`` (``for p in self.parameters(): p.requires_grad_(False)``) counts only in the
+        class it is written in: another class of the file freezing itself freezes no other."""
+        switches = self.analysis._requires_grad_switches()
+        parts = key.split(".")
+        for end in range(1, len(parts) + 1):
+            for switch_ctx, enabled in switches.get(".".join(parts[:end]), ()):
+                if enabled or (parts[0] == "self" and switch_ctx.scope.class_scope is not ctx.scope.class_scope):
+                    continue
+                return True
+        return False
+
+    def _operand_key(self, operand, ctx: Context) -> str | None:
+        """The name whose storage an operand reads (``x`` for ``x``, ``x[:, 0]``, ``x.t()``);
+        for ``skips[1]``, which may read an element of a list, only when ``skips`` is a tensor
+        by evidence."""
+        key = _operand_key(operand)
+        if key is not None and _maybe_element(operand) and not self._tensor_by_evidence(
+                strip_views(operand, through_detach=True), ctx):
+            return None
+        return key
+
+    def _tensor_by_evidence(self, expr, ctx: Context) -> bool:
+        analysis = self.analysis
+        return expr is not None and (analysis.is_tensor(expr, ctx) or analysis.is_grad_leaf(expr, ctx))
+
+    def _is_tensor(self, expr, ctx: Context) -> bool:
+        analysis = self.analysis
+        return analysis.is_tensor(expr, ctx) or analysis.is_attached(expr, ctx) or analysis.is_grad_leaf(expr, ctx)
+
+    def _result_still_needed(self, site, site_ctx: Context, ctx: Context, own: bool) -> bool:
+        """Does the result of the op at ``site`` go on to a ``backward()`` that comes after the
+        mutation at ``ctx``, with no ``backward()`` between the op and the mutation (which
+        would have spent its graph), or out of a module's method?"""
+        analysis = self.analysis
+        scope = ctx.scope
+        orders = self._backward_orders(scope)
+        if any(site_ctx.order < order < ctx.order for order in orders):
+            return False
+        results = _result_keys(site)
+        if not results:
+            return False
+        if any(order > ctx.order for order in orders) and results & analysis.backpropagated_keys(scope):
+            return True
+        if not (scope.kind == "function" and scope.parent is not None and scope.parent.kind == "class"
+                and results & analysis.returned_keys(scope)):
+            return False
+        return scope.name in GRAPH_RETURNING_METHODS or analysis.is_module_class(scope.parent.node.name)
+
+    def _backward_orders(self, scope) -> list[int]:
+        """Orders of the function's own statements that call ``backward()`` or
+        ``torch.autograd.grad`` (memoised per scope)."""
+        memo = scope._memo
+        if "TL302 backward orders" not in memo:
+            analysis = self.analysis
+            memo["TL302 backward orders"] = [
+                ctx.order for stmt, ctx in scope.statements
+                if ctx.scope is scope and any(
+                    call_name(call) in BACKWARD_FUNCTIONS or analysis.qualified_name(call.func) == "torch.autograd.grad"
+                    for call in analysis.calls_in(stmt)
+                )
+            ]
+        return memo["TL302 backward orders"]
+
     def _requires_grad(self, expr, ctx: Context) -> bool:
         analysis = self.analysis
         return analysis.is_attached(expr, ctx) or (analysis.grad_enabled(ctx) and analysis.is_grad_leaf(expr, ctx))
@@ -568,3 +841,87 @@ def _view_only(expr) -> bool:
     if type(func) is cst.Attribute and func.attr.value in VIEW_ONLY_CALLS:
         return True
     return type(func) is cst.Name and func.value in VIEW_ONLY_CALLS and bool(expr.args)
+
+
+# Ops that save their inputs for backward (measured on torch 2.13: changing the saved input in
+# place before backward() raises). `add` / `sub` save nothing; ops saving their output are above.
+BINARY_INPUT_OPS = {"Multiply": "product", "MatrixMultiply": "product", "Divide": "divide", "Power": "power"}
+INPUT_SAVING_CALLS = {
+    "mul": "product", "multiply": "product", "matmul": "product", "mm": "product", "bmm": "product",
+    "einsum": "product", "linear": "product", "conv1d": "product", "conv2d": "product", "conv3d": "product",
+    "div": "divide", "divide": "divide", "true_divide": "divide", "pow": "power", "float_power": "power",
+}
+# Ops that take tensors only (`mul` and the operators also take numbers).
+TENSOR_ONLY_CALLS = frozenset({"matmul", "mm", "bmm", "einsum", "linear", "conv1d", "conv2d", "conv3d"})
+INPUT_SAVING_METHODS = frozenset({"mul", "multiply", "matmul", "mm", "bmm", "div", "divide", "true_divide", "pow"})
+INPUT_SAVING_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.Tensor"})
+# torch.nn layers whose weight requires grad: they save their input for the weight's gradient.
+INPUT_SAVING_LAYERS = frozenset({
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "LayerNorm", "GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+})
+
+
+def _operand_key(operand) -> str | None:
+    """The name whose storage an operand reads (``x`` for ``x``, ``x[:, 0]``, ``x.t()``)."""
+    if operand is None:
+        return None
+    base = strip_views(operand, through_detach=True)
+    return dotted_name(base) if base is not None else None
+
+
+def _maybe_element(expr) -> bool:
+    """Is ``expr`` (or what it views) indexed by a single integer, ``a[1]``, which reads an
+    element when ``a`` is a list and a view only when it is a tensor?"""
+    while True:
+        kind = type(expr)
+        if kind is cst.Subscript:
+            if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index and is_view_subscript(expr):
+                value = expr.slice[0].slice.value
+                if type(value) is not cst.Ellipsis and not (type(value) is cst.Name and value.value == "None"):
+                    return True
+            expr = expr.value
+        elif kind is cst.Call and type(expr.func) is cst.Attribute:
+            expr = expr.func.value
+        else:
+            return False
+
+
+def _site_values(site, own: bool) -> list:
+    """The expressions of a statement where an op runs before its mutation: the right-hand side
+    of an assignment; for the mutation itself, its right-hand side or the arguments of its
+    in-place calls (``x.add_(x * w)``)."""
+    kind = type(site)
+    if kind is cst.Expr:
+        if not own:
+            return []
+        return [arg.value for call in _call_chain(site.value) for arg in call.args]
+    value = site.value
+    if value is None:
+        return []
+    if own and kind is cst.Assign and not any(type(t.target) is cst.Subscript for t in site.targets):
+        return []
+    return [value]
+
+
+def _result_keys(site) -> set[str]:
+    """The names an assignment stores its value in (the base of ``buf[i] = ...``)."""
+    kind = type(site)
+    targets = [t.target for t in site.targets] if kind is cst.Assign else (
+        [site.target] if kind in (cst.AnnAssign, cst.AugAssign) else [])
+    if kind is cst.Expr:  # x.add_(x * w): the result goes into the mutated tensor
+        targets = [call.func.value for call in _call_chain(site.value) if type(call.func) is cst.Attribute]
+    keys: set[str] = set()
+    pending = list(targets)
+    while pending:
+        target = pending.pop()
+        if type(target) in (cst.Tuple, cst.List):
+            pending.extend(element.value for element in target.elements)
+            continue
+        if type(target) is cst.StarredElement:
+            target = target.value
+        base = strip_views(target) if type(target) is cst.Subscript else target
+        key = dotted_name(base) if base is not None else None
+        if key is not None:
+            keys.add(key)
+    return keys

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, Loop, iter_expression_nodes, keyword_argument, last_part, mentioned_keys
+from torchlint.analysis import Context, Loop, dotted_name, iter_expression_nodes, keyword_argument, last_part, mentioned_keys
 from torchlint.lazy import cst
 from torchlint.fix import Delete, Fix, InsertBefore, Replace, source_of
 from torchlint.rule import Rule
@@ -68,7 +68,12 @@ class AllocationInLoop(Rule):
     from the batch. A tensor that reaches a container, an attribute, a `return` / `yield`,
     the next iteration, a call that is not a torch function, a tensor method or a forward
     pass, or that is created with `requires_grad=True` (a fresh leaf each step, on purpose)
-    is not reported. Only statements of the form `name = torch.zeros(...)` (optionally
+    is not reported. A function of the project (this file or another) that receives the
+    buffer is read from its parameter: one that only computes with it, writes into it or
+    returns it (the caller's uses of the result are then followed) does not keep it (the
+    memory guides' `result = process(batch, temp)`); one that stores it, yields it,
+    captures it in a nested function or hands it on to a call that might keep it does
+    (followed three calls deep; functions of other libraries and `*args` count as keeping). Only statements of the form `name = torch.zeros(...)` (optionally
     followed by `.to(...)`-style conversions) are examined, and only in loops that make
     steps: the loop's own body runs a forward pass, `backward()` or an optimizer step, or its
     header goes over batches or steps; an allocation per epoch or in a setup loop over layers
@@ -106,6 +111,17 @@ for step in range(steps):
     torch.matmul(inputs, weight, out=scratch)
     total += scratch.sum().item()
 """,
+        """\
+import torch
+
+def process(batch, temp):
+    temp[: len(batch)] = batch
+    return temp.sum()
+
+for batch in dataloader:
+    temp = torch.zeros(1024, 1024)  # expect: TL403
+    result = process(batch, temp)
+""",
     ]
     VALID = [
         """\
@@ -137,6 +153,16 @@ def pad_batches(batches, width):
         padded[:, : batch.shape[1]] = batch
         yield padded
 """,
+        """\
+import torch
+
+def remember(history, mask):
+    history.append(mask)
+
+for batch in dataloader:
+    mask = torch.ones(1024)
+    remember(history, mask)
+""",
     ]
 
     def visit_Assign(self, node, ctx: Context) -> None:
@@ -155,7 +181,7 @@ def pad_batches(batches, width):
         if not self._invariant(node.value, loop):
             return
         name = node.targets[0].target.value
-        uses = _BufferUses(self.analysis, name, loop, ctx)
+        uses = _BufferUses.in_loop(self.analysis, name, loop, ctx)
         if uses.kept:
             return
         self.report(node, self.MESSAGE.format(call=self.code(call, 50)), self._fix(name, kind, uses.written),
@@ -238,26 +264,64 @@ def _factory_call(analysis, value):
 
 class _BufferUses:
     """How the loop uses the buffer bound to ``name`` and the names that may alias it: is it
-    ``kept`` beyond the iteration, is it ``written`` into?"""
+    ``kept`` beyond the iteration, is it ``written`` into? A helper function of the project
+    that receives it (``process(batch, buf)``) is read the same way, from its parameter."""
 
-    def __init__(self, analysis, name: str, loop: Loop, ctx: Context) -> None:
+    def __init__(self, analysis, name: str, depth: int = 0) -> None:
         self.analysis = analysis
         self.aliases = {name}
         self.kept = False
         self.written = False
+        self.depth = depth
+
+    @classmethod
+    def in_loop(cls, analysis, name: str, loop: Loop, ctx: Context) -> _BufferUses:
+        uses = cls(analysis, name)
         for stmt, stmt_ctx in analysis.statements_in_loop(loop):
             if stmt_ctx.order < ctx.order:
                 if any(name in mentioned_keys(expr) for expr in analysis.own_expressions(stmt)):
-                    self.kept = True  # the previous iteration's buffer is still read: carried over
+                    uses.kept = True  # the previous iteration's buffer is still read: carried over
             elif stmt_ctx.order > ctx.order:
-                self._statement(stmt, stmt_ctx)
-            if self.kept:
-                return
+                uses._statement(stmt, stmt_ctx)
+            if uses.kept:
+                break
+        return uses
+
+    @classmethod
+    def in_helper(cls, scope, name: str, depth: int) -> _BufferUses:
+        """The uses of the helper's parameter ``name`` in one call (memoised per function):
+        stored, yielded, captured by a nested function or handed on to a call that might keep
+        it count as kept; returned does not (the caller follows the call's result)."""
+        key = ("TL403 parameter", name)
+        memo = scope._memo
+        if key in memo:
+            return memo[key]
+        analysis = scope.owner
+        uses = cls(analysis, name, depth)
+        memo[key] = uses
+        uses.kept = True  # recursion resolves to "kept"
+        kept = False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope:
+                continue
+            uses.kept = False
+            uses._statement(stmt, ctx)
+            kept = uses.kept
+            if kept:
+                break
+        uses.kept = kept
+        return uses
 
     def _statement(self, stmt, ctx: Context) -> None:
         kind = type(stmt)
+        if kind in (cst.FunctionDef, cst.ClassDef):
+            if any(type(node) is cst.Name and node.value in self.aliases for node in iter_expression_nodes(stmt)):
+                self.kept = True  # a nested function reads it: a closure may keep it
+            return
         if kind is cst.Return and stmt.value is not None and self._may_alias(stmt.value):
-            self.kept = True
+            # out of the loop: kept; out of a helper: back to the caller, whose uses of the
+            # call's result (an alias of the buffer there) are followed
+            self.kept = self.depth == 0
             return
         if kind in (cst.Assign, cst.AnnAssign) and stmt.value is not None:
             targets = [target.target for target in stmt.targets] if kind is cst.Assign else [stmt.target]
@@ -326,7 +390,34 @@ class _BufferUses:
                 return  # out.copy_(buf), x.add_(buf), x.matmul(buf): values read, no reference kept
         if analysis.is_module(func, ctx):
             return  # a forward pass reads its inputs
-        self.kept = True  # a call that might keep a reference
+        if not self._helper_call(call, ctx):
+            self.kept = True  # a call that might keep a reference
+
+    def _helper_call(self, call, ctx: Context) -> bool:
+        """Does the call run a function of the project (this file or another) whose parameters
+        that receive the buffer neither keep it nor hand it on to a call that might? Records
+        the helper's writes into it."""
+        if self.depth >= MAX_HELPER_DEPTH or any(arg.star for arg in call.args):
+            return False
+        callee = self.analysis.called_function(call, ctx)
+        if callee is None or callee.kind != "function" or callee.owner is None:
+            return False
+        names = _parameter_names(callee, call)
+        if names is None:
+            return False
+        positional, params = names
+        for index, arg in enumerate(call.args):
+            if not self._may_alias(arg.value):
+                continue
+            name = arg.keyword.value if arg.keyword is not None else (
+                positional[index] if index < len(positional) else None)
+            if name is None or name not in params:
+                return False  # into *args / **kwargs, or an argument the function does not take
+            uses = _BufferUses.in_helper(callee, name, self.depth + 1)
+            if uses.kept:
+                return False
+            self.written = self.written or uses.written
+        return True
 
     def _may_alias(self, expr) -> bool:
         """Could ``expr`` be the buffer, a view of it, or a container holding it?"""
@@ -363,6 +454,27 @@ class _BufferUses:
         if kind is cst.NamedExpr:
             return self._may_alias(expr.value)
         return False  # arithmetic, comparisons, literals: fresh values
+
+
+# How deep calls of helpers that receive the buffer are followed.
+MAX_HELPER_DEPTH = 3
+
+
+def _parameter_names(scope, call) -> tuple[list[str], set[str]] | None:
+    """The names of the function's parameters that the call's positional arguments fill, in
+    order (``self`` / ``cls`` left out for a call through an attribute), and all that a
+    keyword can name; None when the function takes ``*args`` (an argument's parameter is then
+    unknown) or is a lambda."""
+    node = scope.node
+    params = getattr(node, "params", None)
+    if params is None or type(params.star_arg) is cst.Param:
+        return None
+    names = [param.name.value for param in (*params.posonly_params, *params.params)]
+    decorators = {dotted_name(decorator.decorator) for decorator in getattr(node, "decorators", ())}
+    method = scope.parent is not None and scope.parent.kind == "class" and "staticmethod" not in decorators
+    if method and type(call.func) is cst.Attribute:
+        names = names[1:]
+    return names, {*names, *(param.name.value for param in params.kwonly_params)}
 
 
 # Tensor methods that may return their receiver's storage (besides views and in-place ops).

@@ -20,6 +20,8 @@ CLAIMS = [
         ("attention_weights", "`exp()` attention scores normalised in place"),
         ("residual_block", "a shortcut added into an activation's output in place"),
         ("no_grad_clamp", "a saved softmax output clamped in place under no_grad"),
+        ("saved_input", "an input that `x * gate` saved clipped in place"),
+        ("prenorm_residual", "a residual added in place into the input `LayerNorm` saved"),
     )
 ]
 

@@ -49,4 +49,15 @@ CLAIMS = [
         check=_buffer_allocated_every_step,
         cuda_check=_cuda_allocation_every_step,
     ),
+    Claim(
+        code="TL403",
+        claim=("a loop-invariant buffer made every step and handed to a helper that keeps no reference: "
+               "one allocation per step and two buffers alive at the peak"),
+        metric="allocations of the buffer size, peak bytes",
+        bad=Program("TL403/bad_helper_buffer.py"),
+        chart=("buffer_allocations", "peak_bytes"),
+        good=Program("TL403/good_helper_buffer.py"),
+        check=_buffer_allocated_every_step,
+        cuda_check=_cuda_allocation_every_step,
+    ),
 ]
