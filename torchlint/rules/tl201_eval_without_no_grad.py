@@ -504,19 +504,20 @@ def count_flops(model, x):
             if analysis.statement_backpropagates(stmt, ctx) or any(
                     analysis.stepped_optimizer(call, ctx) is not None for call in calls):
                 return None  # a training step taken every N steps (a GAN's generator update)
-            if forward is None and type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
-                forward_call = next((call for call in calls if self._is_module_call(call, ctx)), None)
-                if forward_call is not None:
+            if forward is None and type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr):
+                forward_call = next((call for call in calls if self._is_module_call(call, ctx)
+                                     and not (type(stmt) is cst.Expr and stmt.value is call)), None)
+                if forward_call is not None:  # `out = G(z)`, `save_grid(G(z), path)`; not a bare `G(z)`
                     forward = stmt, forward_call
             if not converts:
                 converts = any(call_name(call) in DETACHING_METHODS for call in calls) or \
                     self._reads_data_of_attached(stmt, ctx)
             if self._lets_graph_out(stmt, ctx, calls):
                 return None
-        if forward is None or not converts:
-            return None
+        if forward is None or not (converts or type(forward[0]) is cst.Expr):
+            return None  # results read as data, or handed straight to a call that keeps nothing
         stmt = forward[0]
-        targets = stmt.targets if type(stmt) is cst.Assign else [stmt]
+        targets = stmt.targets if type(stmt) is cst.Assign else [stmt] if type(stmt) is not cst.Expr else []
         keys = {key for target in targets for key in mentioned_keys(target.target)}
         if keys & self.analysis.backpropagated_keys(block[0][1].scope):
             return None  # what it computes goes into a loss later
