@@ -188,6 +188,8 @@ class InPlaceQueries:
                 qualified = self.qualified_name(value.func) or ""
                 if qualified.startswith("torch.nn.") and last_part(qualified) in PARAMETERISED_LAYERS:
                     return True
+            if binding.kind == "for" and self._iterates_modules(binding.value, binding.element, binding.ctx):
+                return True  # for conv in head.convs: conv.bias
         return False
 
     def _is_submodule(self, expr, ctx: Context) -> bool:

@@ -78,13 +78,27 @@ class ModuleQueries:
         if element:
             return False
         key = dotted_name(iterable)
-        if key is None or not key.startswith("self.") or ctx.scope.class_scope is None:
+        if key is None:
+            return False
+        owner, _, attribute = key.rpartition(".")
+        if owner and owner != "self" and not owner.startswith("self.") and self.is_module_by_evidence_or_build(owner, ctx):
+            return True  # for mi in detect.m: the layer list of a module built or picked out of a model
+        if not key.startswith("self.") or ctx.scope.class_scope is None:
             return False
         class_scope = ctx.scope.class_scope
         values = [b.value for b in class_scope.bindings.get(key, ()) if b.kind == "assign" and not b.element]
         values += [b.value.value for b in class_scope.bindings.get(key, ()) if b.kind == "augassign"]
         values += list(class_scope.stores.get(key, ()))
         return any(self._holds_modules(value, ctx) for value in values)
+
+    def is_module_by_evidence_or_build(self, key: str, ctx: Context) -> bool:
+        """``key`` is a module by evidence, or was picked out of one (``m = self.model[-1]``)."""
+        binding = self.lookup(key, ctx)
+        if binding is not None and binding.kind == "assign" and not binding.element and type(binding.value) is cst.Subscript:
+            container = dotted_name(binding.value.value)
+            return container is not None and self.is_module(binding.value.value, binding.ctx)
+        node = _key_node(key)
+        return node is not None and self.is_module_by_evidence(node, ctx)
 
     def _holds_modules(self, value, ctx: Context) -> bool:
         """``nn.ModuleList([...])``, ``nn.Sequential(...)``, ``[Block(...) for _ in range(n)]``,
@@ -699,3 +713,14 @@ def _annotated_tensor(binding: Binding) -> bool:
                 text = dotted_name(annotation.slice[0].slice.value) or ""
             return last_part(text) in ("Tensor", "FloatTensor", "LongTensor")
     return False
+
+
+def _key_node(key: str):
+    """A Name / Attribute expression for a dotted key (``net.head`` -> Attribute)."""
+    parts = key.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    node = cst.Name(parts[0])
+    for part in parts[1:]:
+        node = cst.Attribute(value=node, attr=cst.Name(part))
+    return node

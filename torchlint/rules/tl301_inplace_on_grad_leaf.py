@@ -13,7 +13,8 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     `w.normal_()`), augmented assignments (`w -= lr * w.grad`) and item or slice assignments
     (`w[0] = 0`). Leaves that require grad are `nn.Parameter(...)` (also `self.weight` when the
     class assigns one to it, `layer.weight` / `layer.bias` of a `torch.nn` layer, and the
-    `weight` / `bias` of a model's submodule, `model.emb.weight`), tensors
+    `weight` / `bias` of a model's submodule, `model.emb.weight`, or of a layer taken from a
+    module's layer list, `for mi in self.model[-1].m: mi.bias`), tensors
     created with `requires_grad=True` or made so with `.requires_grad_()`, and the loop
     variable of `for p in model.parameters()` / `named_parameters()` / an optimizer's
     `group["params"]`, or a loop variable whose `.grad` the function reads (`for param in
@@ -55,6 +56,14 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     )
 
     INVALID = [
+        """\
+class Model(nn.Module):
+    def _initialize_biases(self):
+        m = self.model[-1]  # the Detect head
+        for mi, s in zip(m.m, m.stride):  # its conv layers
+            b = mi.bias.view(m.na, -1)
+            b[:, 4] += math.log(8 / (640 / s) ** 2)  # expect: TL301
+""",
         """\
 def sgd(params, lr, batch_size):
     for param in params:  # reading param.grad says each one is a leaf that requires grad
@@ -103,6 +112,14 @@ class Scale(nn.Module):
 """,
     ]
     VALID = [
+        """\
+class Model(nn.Module):
+    def _initialize_biases(self):
+        m = self.model[-1]
+        for mi, s in zip(m.m, m.stride):
+            b = mi.bias.view(m.na, -1)
+            b.data[:, 4] += math.log(8 / (640 / s) ** 2)
+""",
         """\
 class Basis(nn.Module):
     def __init__(self, n):
