@@ -324,6 +324,19 @@ class MovedLeafQueries:
         inner = value.func.value
         while type(inner) is cst.Call and type(inner.func) is cst.Attribute and inner.func.attr.value in COPYING_MOVES | {"float"}:
             inner = inner.func.value
+        if type(inner) is cst.Name:  # w = Variable(x, requires_grad=True); then w = w.cuda()
+            binding = self.lookup(inner.value, ctx)
+            if binding is None or binding.kind != "assign" or binding.element or binding.ctx.scope is not ctx.scope:
+                return None
+            created = binding.value
+            if type(created) is not cst.Call or self.moved_grad_leaf(created, binding.ctx) is not None:
+                return None
+            if keyword_argument(created, "device") is not None:
+                return None
+            if self._creates_grad_leaf(created, binding.ctx) or (
+                    call_name(created) == "Variable" and _requires_grad_flag(created, None, False) is True):
+                return value
+            return None
         if type(inner) is not cst.Call:
             return None
         device = keyword_argument(inner, "device")

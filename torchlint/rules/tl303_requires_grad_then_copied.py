@@ -11,7 +11,8 @@ class RequiresGradThenCopied(Rule):
     ## What it does
     Finds a tensor created with `requires_grad=True` (or `.requires_grad_()`) and copied to a
     device or dtype in the same expression, `w = torch.randn(3, requires_grad=True).cuda()`
-    (also `.to(device)`, `.double()`, `.half()`, `.type(...)`), when the code then reads
+    (also `.to(device)`, `.double()`, `.half()`, `.type(...)`, or in a later statement of the
+    same function: `w = Variable(x, requires_grad=True)` then `w = w.cuda()`), when the code then reads
     `w.grad` or hands `w` to an optimizer.
 
     ## Why is this bad?
@@ -54,6 +55,12 @@ class RequiresGradThenCopied(Rule):
 
     INVALID = [
         """\
+a_g = Variable(torch.randn(shape) * 1e-3, requires_grad=True)
+if cuda:
+    a_g = a_g.cuda()  # expect: TL303
+optimizer = torch.optim.Adam([a_g])
+""",
+        """\
 w = torch.randn(10, 1, requires_grad=True).to(device)  # expect: TL303
 for x, y in loader:
     loss = ((x @ w - y) ** 2).mean()
@@ -76,6 +83,13 @@ class Model:
 """,
     ]
     VALID = [
+        """\
+a_g = torch.randn(shape) * 1e-3
+if cuda:
+    a_g = a_g.cuda()
+a_g.requires_grad_()
+optimizer = torch.optim.Adam([a_g])
+""",
         """\
 w = torch.randn(10, 1, device=device, requires_grad=True)
 for x, y in loader:
