@@ -81,6 +81,7 @@ from torchlint.analysis.syntax import (  # noqa: F401
     _names_match,
     call_name,
     mentioned_keys,
+    descendants,
     _is_grad_attribute,
     _is_grad_chain,
     is_test_file,

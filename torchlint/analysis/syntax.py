@@ -476,3 +476,12 @@ def is_test_file(path: str) -> bool:
         any(part in ("tests", "test") for part in parts[:-1])
         or filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py"
     )
+
+
+def descendants(node):
+    """Every node inside ``node`` and ``node`` itself: nested statements and their expressions."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        pending.extend(current.children)

@@ -5,7 +5,7 @@ import re
 
 from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
-    is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
+    descendants, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
@@ -483,7 +483,7 @@ def count_flops(model, x):
             if type(stmt) is not cst.If or ctx.scope is not scope or ctx.grad is not GradMode.ENABLED \
                     or not _periodic_test(stmt.test) or ctx.loop is None or not analysis.loop_backpropagates(ctx.loop):
                 continue
-            inside = {id(node) for node in _block_statements(stmt.body)}
+            inside = {id(node) for node in descendants(stmt.body)}
             block = [(inner, inner_ctx) for inner, inner_ctx in scope.statements
                      if id(inner) in inside and inner_ctx.scope is scope]
             found = self._discarding_block(block)
@@ -1140,15 +1140,6 @@ def _periodic_test(test) -> bool:
     return any(type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
                and not type(node.left) in (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
                for node in iter_expression_nodes(test))
-
-
-def _block_statements(block):
-    """Every node inside ``block``: its statements, nested ones included (with their expressions)."""
-    pending = [block]
-    while pending:
-        node = pending.pop()
-        yield node
-        pending.extend(node.children)
 
 
 def _local_target(target) -> bool:
