@@ -26,7 +26,8 @@ class StateDictSnapshotAliasesModel(Rule):
     ones; `copy.deepcopy` snapshots stayed bit-for-bit as taken.
 
     ## Known problems
-    For `self.x = model.state_dict()` restored in another method of the class, the snapshot
+    For `self.x = model.state_dict()` restored in another method of the class (or in a later
+    call of the same callback hook, `on_epoch_end` restoring what an earlier epoch kept), the snapshot
     is reported when its name or an `if` around it says "best", or it is taken in a callback
     hook (`on_epoch_end`: the framework trains between the calls), or when the class itself
     trains or loads other weights into the model after the snapshot (an EMA swap); a class that only replaces weights
@@ -37,7 +38,8 @@ class StateDictSnapshotAliasesModel(Rule):
     `{k: v.detach().cpu().clone() ...}` and `{k: v.cpu() ...}` snapshots (on a GPU `.cpu()`
     copies; on a CPU-only run it does not), a state dict saved or returned before any more
     training (`torch.save(model.state_dict(), path)`, `sd = model.state_dict(); torch.save(sd,
-    path)`), and one taken after training ends. A snapshot stored into a
+    path)`), and one taken after training ends. A `self.best_*` snapshot kept by a callback hook
+    is reported even when the class never restores it: a trainer in another file does. A snapshot stored into a
     container (`history[epoch] = model.state_dict()`) is not followed.
     """
 
@@ -61,6 +63,25 @@ class StateDictSnapshotAliasesModel(Rule):
     )
 
     INVALID = [
+        """\
+class EarlyStopping(Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        current = logs["val_loss"]
+        if current < self.best:
+            self.best, self.wait = current, 0
+            self.state_dict = self.model.state_dict()  # expect: TL504
+        else:
+            self.wait += 1
+            if self.wait >= self.patience:
+                self.model.load_state_dict(self.state_dict)  # a later call: epochs trained since
+""",
+        """\
+class ModelCheckpoint(Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if logs["val_loss"] < self.best:
+            self.best = logs["val_loss"]
+            self.best_state_dict = self.model.state_dict()  # expect: TL504
+""",
         """\
 best_loss = float("inf")
 for epoch in range(epochs):
@@ -93,6 +114,14 @@ class EarlyStopping:
 """,
     ]
     VALID = [
+        """\
+class ModelCheckpoint(Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if logs["val_loss"] < self.best:
+            self.best = logs["val_loss"]
+            self.best_state_dict = copy.deepcopy(self.model.state_dict())
+            torch.save(self.model.state_dict(), self.path)
+""",
         """\
 best_loss = float("inf")
 for epoch in range(epochs):
@@ -295,15 +324,18 @@ torch.save(last_state, "last.pt")
         analysis = self.analysis
         methods = [scope for scope in analysis.scopes.values()
                    if scope.class_scope is class_scope and scope.kind == "function"]
+        hook = ctx.scope.name.startswith("on_")  # a callback runs again after more training
         restored = any(
             type(call.func) is cst.Attribute and call.func.attr.value == "load_state_dict" and call.args
             and key in mentioned_keys(call.args[0].value)
-            for scope in methods if scope is not ctx.scope
+            for scope in methods if scope is not ctx.scope or hook
             for stmt, _ in scope.statements
             for call in analysis.calls_in(stmt)
         )
         if not restored:
-            return False
+            # `self.best_state_dict = ...` kept by a callback hook: what it is kept for is
+            # restoring it after training went on (by the trainer, in another file)
+            return hook and "best" in key.lower()
         # an early-stopping snapshot (a "best" name or test, a callback hook `on_*`): the framework
         # trains between the calls; otherwise the class must train itself (weights replaced with
         # `.data = ...` leave the snapshot intact)
