@@ -49,7 +49,7 @@ class Block(nn.Module):
         h = self.act(self.fc(x))
         h += x  # expect: TL302
         g = self.act_inplace(self.fc(x))
-        g += x
+        g += x  # expect: TL302
         return h + g
 """,
     "changed after the last backward": """\

@@ -480,8 +480,10 @@ class PreNormBlock(nn.Module):
             op, trained_layers = found if found is not None else (None, False)
             arguments = call_arguments(call)
             source = arguments[0] if op is not None and arguments else None
-        if source is None or _in_place_flag(call):
-            return None  # inplace=True calls are the mutation themselves, not reported
+        if source is None:
+            return None
+        # (`F.relu(x, inplace=True)` saves its result like the out-of-place call: measured, a
+        # later `y += 1` makes backward() raise)
         # a Sequential's activation gets its input from the layers before it, which train
         return op if trained_layers or self._requires_grad(source, ctx) or self._model_computed(source, ctx) else None
 
@@ -524,8 +526,8 @@ class PreNormBlock(nn.Module):
                 for layer in layers[:-1]
             )
             return found[0], trained
-        if last_part(qualified) not in OUTPUT_SAVING_MODULES or _in_place_flag(constructor):
-            return None
+        if last_part(qualified) not in OUTPUT_SAVING_MODULES:
+            return None  # (an inplace=True ReLU saves its result all the same: `x = self.relu(x); x += y` raises)
         return f"{dotted_name(constructor.func)}()", False
 
     def _project_block(self, constructor, depth: int) -> tuple[str, bool] | None:
@@ -820,12 +822,6 @@ def _calls_own_member(expr) -> bool:
 
 # self.<name>(...) calls that do not compute with the module's parameters
 DETACHING_OWN_CALLS = frozenset({"register_buffer", "parameters", "named_parameters", "modules", "children", "log", "log_dict"})
-
-
-def _in_place_flag(call) -> bool:
-    """Does the call pass ``inplace=`` with anything but a literal ``False``?"""
-    flag = keyword_argument(call, "inplace")
-    return flag is not None and not (type(flag) is cst.Name and flag.value == "False")
 
 
 # Ops returning several views of their input; functions and methods that only re-view a tensor.
