@@ -45,7 +45,9 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     needed: a `backward()` in the same function follows and reaches it, or a `forward()` /
     `training_step()` returns it. Mutations are in-place methods (`y.mul_(2)`,
     `y[:, 0].zero_()`, even `y.detach().zero_()`, which shares the version counter),
-    augmented assignments (`y += 1`) and item assignments (`y[mask] = 0`). The op's input
+    augmented assignments (`y += 1`), item assignments (`y[mask] = 0`) and layers built with
+    `inplace=True` (`nn.Dropout(p, inplace=True)`, an `nn.Sequential` that starts with
+    `nn.LeakyReLU(0.2, inplace=True)`, `F.relu(y, inplace=True)`). The op's input
     must be attached to the graph or a leaf that requires grad; in a method of a module, a
     value computed from the module's own layers or methods (`self.V(x)`) counts, and so do
     the inputs of its `forward` (the output of the layers before it). Any method of a module
@@ -113,6 +115,19 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     )
 
     INVALID = [
+        """\
+class Attention(nn.Module):
+    def __init__(self, dim, attn_drop=0.1):
+        super().__init__()
+        self.qk = nn.Linear(dim, dim * 2)
+        self.attn_drop = nn.Dropout(attn_drop, inplace=True)
+
+    def forward(self, x):
+        q, k = self.qk(x).chunk(2, dim=-1)
+        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+        attn = self.attn_drop(attn)  # expect: TL302
+        return attn @ x
+""",
         """\
 class SoftCapping(nn.Module):
     def forward(self, attn_weights):  # the attention scores of the layers before it
@@ -233,6 +248,19 @@ for x, y in loader:
     ]
     VALID = [
         """\
+class Attention(nn.Module):
+    def __init__(self, dim, attn_drop=0.1):
+        super().__init__()
+        self.qk = nn.Linear(dim, dim * 2)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        q, k = self.qk(x).chunk(2, dim=-1)
+        attn = self.attn_drop((q @ k.transpose(-2, -1)).softmax(dim=-1))
+        return self.act(self.qk(attn @ x))  # a linear layer's output: nothing saved it
+""",
+        """\
 class FiLMConv(nn.Module):
     def __init__(self, channels, act=None):
         super().__init__()
@@ -340,7 +368,7 @@ class PreNormBlock(nn.Module):
     def check_mutation(self, node, ctx: Context) -> None:
         if ctx.scope.kind == "class":
             return  # class bodies run no tensor code worth checking
-        operands = self.analysis.mutated_operands(node)
+        operands = self.analysis.mutated_operands(node) + self._inplace_activation_inputs(node, ctx)
         if not operands or self.analysis.in_eval_branch(node, ctx):
             return  # an in-place shortcut taken only in eval mode, where nobody backpropagates
         evaluation = eval_side(getattr(node, "value", None))
@@ -372,6 +400,40 @@ class PreNormBlock(nn.Module):
                 self.report(node, self.INPUT_MESSAGE.format(stmt=self.code(node, 60), name=name, op=op),
                             self.FIX.format(name=name), autofix=None if own else self._autofix(node, base, ctx))
                 return
+
+    def _inplace_activation_inputs(self, node, ctx: Context) -> list:
+        """Inputs the statement's calls change in place through an activation built with
+        ``inplace=True``: ``self.act(x)`` with ``self.act = nn.LeakyReLU(0.2, inplace=True)``, an
+        ``nn.Sequential`` that starts with one, ``F.relu(x, inplace=True)``."""
+        value = getattr(node, "value", None) if type(node) in (cst.Assign, cst.Expr, cst.AugAssign, cst.AnnAssign, cst.Return) else None
+        if value is None or not self.analysis.may_contain("inplace"):
+            return []
+        found = []
+        for call in _call_chain(value):
+            arguments = call_arguments(call)
+            if not arguments:
+                continue
+            qualified = self.analysis.qualified_name(call.func) or ""
+            if qualified.startswith("torch.nn.functional.") and _inplace_true(call):
+                found.append(arguments[0])
+                continue
+            key = dotted_name(call.func)
+            binding = self.analysis.lookup(key, ctx) if key else None
+            if binding is not None and binding.kind == "assign" and not binding.element \
+                    and type(binding.value) is cst.Call and self._starts_in_place(binding.value):
+                found.append(arguments[0])
+        return found
+
+    def _starts_in_place(self, constructor) -> bool:
+        """``nn.ReLU(inplace=True)``, or an ``nn.Sequential`` whose first layer is one."""
+        qualified = self.analysis.qualified_name(constructor.func) or ""
+        if not qualified.startswith("torch.nn."):
+            return False
+        if last_part(qualified) == "Sequential":
+            layers = call_arguments(constructor)
+            return bool(layers) and type(layers[0]) is cst.Call and not any(arg.star for arg in constructor.args) \
+                and self._starts_in_place(layers[0])
+        return _inplace_true(constructor)
 
     def _autofix(self, node, base, ctx: Context) -> Fix | None:
         """Unsafe (another alias of the tensor no longer sees the update): give the name a copy
@@ -921,3 +983,9 @@ def _result_keys(site) -> set[str]:
         if key is not None:
             keys.add(key)
     return keys
+
+
+def _inplace_true(call) -> bool:
+    """Does the call pass ``inplace=True``?"""
+    flag = keyword_argument(call, "inplace")
+    return type(flag) is cst.Name and flag.value == "True"
