@@ -124,15 +124,20 @@ class ModuleQueries:
         if binding.kind != "assign" or binding.element:
             return False
         value = binding.value
+        if type(value) is cst.IfExp:  # nn.DataParallel(net) if multi_gpu else net
+            return self._value_is_module(value.body, binding.ctx) or self._value_is_module(value.orelse, binding.ctx)
+        return self._value_is_module(value, binding.ctx)
+
+    def _value_is_module(self, value, ctx: Context) -> bool:
         # Net().to(device).eval() is still the module
         value = strip_pass_through(value)
         if type(value) is not cst.Call:
-            return type(value) in (cst.Name, cst.Attribute) and self.is_module(value, binding.ctx)
-        if self.is_module_factory(value, binding.ctx):
+            return type(value) in (cst.Name, cst.Attribute) and self.is_module(value, ctx)
+        if self.is_module_factory(value, ctx):
             return True
         return self.is_module_class(value.func) or (
             self.qualified_name(value.func) == "torch.compile" and bool(value.args)
-            and self.is_module(value.args[0].value, binding.ctx)
+            and self.is_module(value.args[0].value, ctx)
         )
 
     def is_module_by_evidence(self, expr, ctx: Context) -> bool:

@@ -136,6 +136,21 @@ class EvalWithoutNoGrad(Rule):
 
     INVALID = [
         """\
+class Runner:
+    def __init__(self, network, multi_gpu):
+        self.network = network
+        self.mnetwork = nn.DataParallel(network) if multi_gpu else network
+
+    def evaluate(self, loader):
+        self.network.eval()
+        scores = []
+        for x, y in loader:
+            score = self.mnetwork(x)  # expect: TL201
+            score = score.data.cpu()
+            scores.extend(score.numpy().tolist())
+        return scores
+""",
+        """\
 class Layer(nn.Linear):
     def forward(self, x):
         return torch.relu(super().forward(x))
@@ -730,7 +745,7 @@ def count_flops(model, x):
             nodes = [target.target] if type(target.target) is cst.Name else \
                 [element.value for element in getattr(target.target, "elements", ())]
             bound.update(node.value for node in nodes if type(node) is cst.Name)
-        for stmt, _ in statements:
+        for stmt, ctx in statements:
             for call in self.analysis.calls_in(stmt):
                 if call_name(call) != "numpy" or type(call.func) is not cst.Attribute:
                     continue
@@ -741,7 +756,9 @@ def count_flops(model, x):
                         break
                     receiver = func.value if func is not None else receiver.value
                 if type(receiver) is cst.Name and receiver.value in bound:
-                    return True
+                    binding = self.analysis.lookup(receiver.value, ctx)
+                    if binding is not None and binding.stmt is forward_stmt:
+                        return True  # the forward's own output, not `score = score.data.cpu()`
         return False
 
     def _lets_graph_out(self, stmt, ctx: Context, calls) -> bool:
