@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import name_words, NOT_FORWARD_METHOD_RE, BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
-from torchlint.analysis.syntax import _tensor_operand_keys, call_arguments, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, training_test
+from torchlint.analysis.syntax import _tensor_operand_keys, call_arguments, empty_container, parameter_node, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, training_test
 from torchlint.analysis.scopes import Binding, Context, Scope
 
 
@@ -228,7 +228,7 @@ class AttachmentQueries:
                         self._backpropagated(binding))
             if self._attached(value, ctx):
                 return True
-            if _empty_container(value) and self._container_holds_attached(binding):
+            if empty_container(value) and self._container_holds_attached(binding):
                 return True
             # backward() is called on this name: the value is attached, whatever computed it
             # (``loss = -F.logsigmoid(r).mean()`` of rewards from a call torchlint cannot read)
@@ -270,11 +270,8 @@ class AttachmentQueries:
         """The default value of the function parameter ``binding`` binds, or None."""
         if binding is None or binding.kind != "param" or type(binding.stmt) is not cst.FunctionDef:
             return None
-        params = binding.stmt.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.name.value == binding.key:
-                return param.default
-        return None
+        param = parameter_node(binding)
+        return param.default if param is not None else None
 
     def bound_value(self, binding: Binding):
         """The expression an assignment gives its target (the matching element when the target
@@ -366,17 +363,6 @@ class AttachmentQueries:
         if name in TORCH_NON_DIFFERENTIABLE:
             return False
         return any(self._attached(arg.value, ctx) for arg in call.args)
-
-
-def _empty_container(value) -> bool:
-    """``[]``, ``{}``, ``list()``, ``dict()``, ``defaultdict(list)``: a container filled later."""
-    kind = type(value)
-    if kind in (cst.List, cst.Dict):
-        return not value.elements
-    if kind is cst.Call and type(value.func) is cst.Name:
-        return value.func.value in ("list", "dict", "defaultdict", "OrderedDict") and (
-            not value.args or value.func.value == "defaultdict")
-    return False
 
 
 REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum"})

@@ -10,7 +10,7 @@ from torchlint.analysis.project import project
 
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
-from torchlint.analysis.syntax import is_view_subscript, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
+from torchlint.analysis.syntax import is_view_subscript, key_node, parameter_node, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 from torchlint.analysis.vocabulary import (
     MODULE_EVIDENCE_METHODS, MODULE_FACTORY_QUALIFIED, MODULE_FACTORY_RE,
@@ -95,9 +95,8 @@ class ModuleQueries:
         """``key`` is a module by evidence, or was picked out of one (``m = self.model[-1]``)."""
         binding = self.lookup(key, ctx)
         if binding is not None and binding.kind == "assign" and not binding.element and type(binding.value) is cst.Subscript:
-            container = dotted_name(binding.value.value)
-            return container is not None and self.is_module(binding.value.value, binding.ctx)
-        node = _key_node(key)
+            return self.is_module(binding.value.value, binding.ctx)
+        node = key_node(key)
         return node is not None and self.is_module_by_evidence(node, ctx)
 
     def _holds_modules(self, value, ctx: Context) -> bool:
@@ -105,10 +104,7 @@ class ModuleQueries:
         ``[Layer(a, b)]``, or a single module appended to the container."""
         value = strip_pass_through(value)  # Layer(a, b).cuda()
         kind = type(value)
-        if kind is cst.Call:
-            qualified = self.qualified_name(value.func) or ""
-            if last_part(qualified) in ("ModuleList", "Sequential") and qualified.startswith("torch.nn"):
-                return True
+        if kind is cst.Call:  # nn.ModuleList(...), nn.Sequential(...), Block(...)
             return self.is_module_class(value.func)
         if kind in (cst.List, cst.Tuple):
             return bool(value.elements) and all(self._holds_modules(item.value, ctx) for item in value.elements)
@@ -174,17 +170,13 @@ class ModuleQueries:
     def _annotated_module(self, binding) -> bool:
         """A parameter annotated with a module class: ``model: nn.Module``, ``model: Model``
         (a project class that subclasses ``nn.Module``)."""
-        function = binding.stmt
-        params = getattr(function, "params", None)
-        if params is None:
+        param = parameter_node(binding)
+        if param is None or param.annotation is None:
             return False
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.name.value == binding.key and param.annotation is not None:
-                annotation = param.annotation.annotation
-                if type(annotation) is cst.SimpleString:
-                    return False  # a string annotation: not worth parsing
-                return self.is_module_class(annotation)
-        return False
+        annotation = param.annotation.annotation
+        if type(annotation) is cst.SimpleString:
+            return False  # a string annotation: not worth parsing
+        return self.is_module_class(annotation)
 
     def has_module_evidence(self, key: str, ctx: Context) -> bool:
         """Does ``key`` (``net_g``, ``self.G``) receive a method only modules have
@@ -709,23 +701,11 @@ class TensorQueries:
 
 def _annotated_tensor(binding: Binding) -> bool:
     """Is the parameter ``binding`` annotated ``Tensor`` / ``torch.Tensor`` (or ``Optional`` of it)?"""
-    params = binding.stmt.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if param.name.value == binding.key and param.annotation is not None:
-            annotation = param.annotation.annotation
-            text = dotted_name(annotation) or ""
-            if type(annotation) is cst.Subscript:
-                text = dotted_name(annotation.slice[0].slice.value) or ""
-            return last_part(text) in ("Tensor", "FloatTensor", "LongTensor")
+    param = parameter_node(binding)
+    if param is not None and param.annotation is not None:
+        annotation = param.annotation.annotation
+        text = dotted_name(annotation) or ""
+        if type(annotation) is cst.Subscript:
+            text = dotted_name(annotation.slice[0].slice.value) or ""
+        return last_part(text) in ("Tensor", "FloatTensor", "LongTensor")
     return False
-
-
-def _key_node(key: str):
-    """A Name / Attribute expression for a dotted key (``net.head`` -> Attribute)."""
-    parts = key.split(".")
-    if not all(part.isidentifier() for part in parts):
-        return None
-    node = cst.Name(parts[0])
-    for part in parts[1:]:
-        node = cst.Attribute(value=node, attr=cst.Name(part))
-    return node

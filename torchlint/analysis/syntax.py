@@ -478,10 +478,34 @@ def is_test_file(path: str) -> bool:
     )
 
 
-def descendants(node):
-    """Every node inside ``node`` and ``node`` itself: nested statements and their expressions."""
-    pending = [node]
-    while pending:
-        current = pending.pop()
-        yield current
-        pending.extend(current.children)
+def empty_container(value) -> bool:
+    """``[]``, ``{}``, ``list()``, ``dict()``, ``defaultdict(list)``: a container filled later."""
+    kind = type(value)
+    if kind in (cst.List, cst.Dict):
+        return not value.elements
+    if kind is cst.Call and type(value.func) is cst.Name:
+        return value.func.value in ("list", "dict", "defaultdict", "OrderedDict") and (
+            not value.args or value.func.value == "defaultdict")
+    return False
+
+
+def key_node(key: str):
+    """A Name / Attribute expression for a dotted key (``net.head``), to ask the analysis about
+    it; None when a part is not an identifier."""
+    parts = key.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    node = cst.Name(parts[0])
+    for part in parts[1:]:
+        node = cst.Attribute(value=node, attr=cst.Name(part))
+    return node
+
+
+def parameter_node(binding):
+    """The ``cst.Param`` a parameter binding binds (positional, positional-only or keyword-only),
+    or None."""
+    params = getattr(binding.stmt, "params", None)
+    if params is None:
+        return None
+    return next((param for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+                 if param.name.value == binding.key), None)

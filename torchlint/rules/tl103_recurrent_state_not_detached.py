@@ -5,6 +5,7 @@ import re
 from torchlint.analysis import (
     BACKWARD_FUNCTIONS,
     DETACHING_METHODS,
+    key_node,
     strip_pass_through,
     NON_DIFFERENTIABLE_METHODS,
     NON_GRAPH_ATTRIBUTES,
@@ -184,7 +185,7 @@ for x, y in stream:
         states = [key for key in dict.fromkeys(ordered) if key in found] + sorted(found - targets)
         # a model refitted and fed back (`mll, model = fit(data, model.state_dict())` in a
         # Bayesian-optimisation loop) is an object, not a recurrent tensor state
-        states = [key for key in states if not self.analysis.is_module(_name_node(key), ctx)]
+        states = [key for key in states if not self.analysis.is_module(key_node(key), ctx)]
         if not states:
             return
         if not self._produces_state(call, ctx) or not self.analysis.grad_enabled(ctx):
@@ -667,11 +668,3 @@ def _target_keys(target) -> list[str]:
         return _target_keys(target.value)
     key = dotted_name(target)
     return [key] if key is not None else []
-
-
-def _name_node(key: str):
-    """An expression node for a dotted key, to ask the analysis about it."""
-    node = None
-    for part in key.split("."):
-        node = cst.Name(part) if node is None else cst.Attribute(node, cst.Name(part))
-    return node

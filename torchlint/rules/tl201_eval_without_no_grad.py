@@ -5,7 +5,7 @@ import re
 
 from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
-    descendants, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
+    empty_container, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
@@ -498,7 +498,7 @@ def count_flops(model, x):
             if type(stmt) is not cst.If or ctx.scope is not scope or ctx.grad is not GradMode.ENABLED \
                     or not _periodic_test(stmt.test) or ctx.loop is None or not analysis.loop_backpropagates(ctx.loop):
                 continue
-            inside = {id(node) for node in descendants(stmt.body)}
+            inside = {id(node) for node in iter_expression_nodes(stmt.body)}
             block = [(inner, inner_ctx) for inner, inner_ctx in scope.statements
                      if id(inner) in inside and inner_ctx.scope is scope]
             found = self._discarding_block(block)
@@ -821,7 +821,7 @@ def count_flops(model, x):
             return False
         scope = ctx.scope
         bindings = scope.bindings.get(receiver.value, ())
-        if not bindings or any(b.kind != "assign" or not _empty_literal(b.value) for b in bindings):
+        if not bindings or any(b.kind != "assign" or not empty_container(b.value) for b in bindings):
             return False
         if receiver.value in analysis.returned_keys(scope):
             return False
@@ -1119,11 +1119,6 @@ def _names_generation(name: str) -> bool:
     samples (not ``compute_per_sample_grad``)."""
     words = name_words(name)
     return bool(words) and words[0].lower() in GENERATION_WORDS
-
-
-def _empty_literal(value) -> bool:
-    return (type(value) in (cst.List, cst.Dict) and not value.elements) or (
-        type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in ("list", "dict") and not value.args)
 
 
 def _kept_values(stmt):

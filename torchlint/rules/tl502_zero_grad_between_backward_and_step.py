@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, descendants, dotted_name, iter_expression_nodes, mentioned_keys
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Move, statement_of_call
 from torchlint.rule import Rule
@@ -242,7 +242,7 @@ for real, noise in loader:
                          and type(item.item.func) is cst.Attribute and item.item.func.attr.value == "accumulate"), None)
             if item is None:
                 continue
-            inside = {id(each) for each in descendants(with_stmt.body)}
+            inside = {id(each) for each in iter_expression_nodes(with_stmt.body)}
             if id(node) not in inside:
                 continue
             receiver = node.value.func.value
