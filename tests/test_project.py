@@ -269,3 +269,106 @@ def test_a_module_read_only_as_text_is_a_dependency_of_every_file_that_asks(tmp_
         project().begin()
         codes(tmp_path / name)
         assert str(tmp_path / "models.py") in project().consulted
+
+
+# ---------------------------------------------------------------- what a callee keeps
+
+METERS = """\
+    import torch
+
+    class AverageMeter:
+        def __init__(self, name=""):
+            self.reset()
+
+        def reset(self):
+            self.val = 0
+            self.sum = 0
+            self.count = 0
+
+        def update(self, val, n=1):
+            self.val = val
+            self.sum += val * n
+            self.count += n
+
+    class History:
+        def __init__(self):
+            self.values = []
+
+        def log(self, value):
+            self.values.append(value)
+
+        def log_all(self, values):
+            for name, value in values.items():
+                self.log(value)
+
+    class ConvertingMeter:
+        def __init__(self):
+            self.values = []
+
+        def update(self, value):
+            if isinstance(value, torch.Tensor):
+                value = value.item()
+            self.values.append(value)
+
+    class ItemMeter:
+        def __init__(self):
+            self.total = 0.0
+
+        def update(self, value):
+            self.total += value.item()
+    """
+
+KEEPING_LOOP = """\
+    import torch
+    from meters import AverageMeter, History, ConvertingMeter, ItemMeter
+
+    def train(model, loader, optimizer, criterion):
+        {setup}
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            {call}
+    """
+
+
+@pytest.mark.parametrize("setup, call, code", [
+    ("losses = AverageMeter('loss')", "losses.update(loss, x.size(0))", "TL102"),
+    ("meters = {k: AverageMeter(k) for k in ('loss', 'acc')}", "meters['loss'].update(loss)", "TL102"),
+    ("history = History()", "history.log(loss)", "TL101"),
+    ("history = History()", "history.log_all({'loss': loss})", "TL101"),
+])
+def test_a_tensor_handed_to_an_object_of_another_module_that_keeps_it(tmp_path, setup, call, code):
+    write(tmp_path, {"meters.py": METERS, "train.py": KEEPING_LOOP.format(setup=setup, call=call)})
+    assert codes(tmp_path / "train.py") == [(11, code)]
+
+
+@pytest.mark.parametrize("setup, call", [
+    ("losses = AverageMeter('loss')", "losses.update(loss.item(), x.size(0))"),  # a number
+    ("losses = ConvertingMeter()", "losses.update(loss)"),  # converts tensors itself
+    ("losses = ItemMeter()", "losses.update(loss)"),  # keeps loss.item()
+    ("pass", "fresh = AverageMeter(); fresh.update(loss)"),  # made afresh every step
+    ("losses = AverageMeter('loss')", "losses.update(x.sum().item(), loss.numel())"),  # a count
+])
+def test_a_callee_that_keeps_no_graph_is_quiet(tmp_path, setup, call):
+    write(tmp_path, {"meters.py": METERS, "train.py": KEEPING_LOOP.format(setup=setup, call=call)})
+    assert codes(tmp_path / "train.py") == []
+
+
+def test_a_meter_under_no_grad_is_quiet(tmp_path):
+    evaluation = """\
+        import torch
+        from meters import AverageMeter
+
+        def evaluate(model, loader, criterion):
+            losses = AverageMeter()
+            with torch.no_grad():
+                for x, y in loader:
+                    losses.update(criterion(model(x), y))
+            return losses.sum
+        """
+    write(tmp_path, {"meters.py": METERS, "evaluate.py": evaluation})
+    assert codes(tmp_path / "evaluate.py") == []
+    write(tmp_path, {"evaluate.py": evaluation.replace("with torch.no_grad():", "if True:")})
+    assert (8, "TL102") in codes(tmp_path / "evaluate.py")

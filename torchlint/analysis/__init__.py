@@ -35,6 +35,7 @@ from torchlint.analysis.vocabulary import (  # noqa: F401
     STEP_TARGET_RE,
     STEP_SOURCE_RE,
     CONTAINER_WRITES,
+    STORING_METHODS,
     NON_MUTATING_INPLACE_METHODS,
     VIEW_METHODS,
     PARAMETER_CLASSES,
@@ -97,6 +98,7 @@ from torchlint.analysis.arguments import ArgumentQueries
 from torchlint.analysis.attachment import AttachmentQueries
 from torchlint.analysis.flow import ControlFlowQueries
 from torchlint.analysis.grad import GradModeQueries
+from torchlint.analysis.keeping import ACCUMULATES, STORES, KeepingQueries  # noqa: F401
 from torchlint.analysis.inplace import InPlaceQueries, MovedLeafQueries
 from torchlint.analysis.objects import ModuleQueries, OptimizerQueries, ScalerQueries, TensorQueries
 from torchlint.analysis.summaries import SummaryQueries
@@ -106,6 +108,6 @@ from torchlint.analysis.walk import ModuleWalk
 class Analysis(
     ModuleWalk, GradModeQueries, ControlFlowQueries, AttachmentQueries, ModuleQueries,
     OptimizerQueries, InPlaceQueries, SummaryQueries, ArgumentQueries,
-    ScalerQueries, MovedLeafQueries, TensorQueries,
+    ScalerQueries, MovedLeafQueries, TensorQueries, KeepingQueries,
 ):
     """Everything the rules may ask about one module."""

@@ -19,7 +19,7 @@ import functools
 
 from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
-from torchlint.analysis.syntax import call_name, dotted_name, is_test_file
+from torchlint.analysis.syntax import call_name, dotted_name, is_test_file, last_part
 from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, GradMode, is_clearing_call_name, name_words
 from torchlint.lazy import cst
 
@@ -135,7 +135,11 @@ class SummaryQueries:
 
     def instance_class(self, expr, ctx: Context, foreign: bool = True) -> Scope | None:
         """The scope of the project-defined class ``expr`` is an instance of, when its binding
-        (``meter = AverageMeter()``, ``self.meter = Meter()`` anywhere in the class) says so."""
+        (``meter = AverageMeter()``, ``self.meter = Meter()`` anywhere in the class) says so;
+        for ``meters[k]``, when the container holds instances of one class (``{k: Meter() for k
+        in keys}``, ``defaultdict(Meter)``)."""
+        if type(expr) is cst.Subscript:
+            return self._element_class(expr.value, ctx, foreign)
         key = dotted_name(expr)
         if key is None:
             return None
@@ -156,6 +160,36 @@ class SummaryQueries:
                 return None
             found = scope
         return found
+
+    def _element_class(self, container, ctx: Context, foreign: bool) -> Scope | None:
+        """The project class every element of the container ``container`` is an instance of,
+        when its one binding builds it so: ``{k: Meter() for k in keys}``, ``[Meter() for _ in
+        range(n)]``, ``OrderedDict([(k, Meter(k)) for k in keys])``, ``defaultdict(Meter)``."""
+        key = dotted_name(container)
+        if key is None:
+            return None
+        if key.startswith("self."):
+            class_scope = ctx.scope.class_scope
+            bindings = [b for b in class_scope.bindings.get(key, ()) if b.kind == "assign"] if class_scope else []
+        else:
+            bindings = self.reaching_bindings(key, ctx)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].element:
+            return None
+        value = bindings[0].value
+        if type(value) is cst.Call and last_part(dotted_name(value.func) or "") in ("dict", "OrderedDict", "defaultdict") \
+                and len(value.args) == 1 and not value.args[0].keyword:
+            value = value.args[0].value
+            if type(value) in (cst.Name, cst.Attribute):  # defaultdict(Meter)
+                return self.class_named(value, foreign)
+        if type(value) is cst.DictComp:
+            element = value.value
+        elif type(value) in (cst.ListComp, cst.GeneratorExp):
+            element = value.elt
+            if type(element) is cst.Tuple and len(element.elements) == 2:  # [(k, Meter()) for k in keys]
+                element = element.elements[1].value
+        else:
+            return None
+        return self.class_named(element.func, foreign) if type(element) is cst.Call else None
 
     def class_named(self, expr, foreign: bool = True) -> Scope | None:
         """The scope of the class that ``expr`` names: defined in this module, or (with

@@ -37,6 +37,11 @@ CONVENTIONAL_MODULE_RE = re.compile(
 )
 # Imported (not locally defined) classes whose name says they build a module.
 MODULE_CLASS_RE = re.compile(r"(?:Model|Net|Network|Module|Loss|Encoder|Decoder|Classifier)$")
+# Words of a parameter name that says it counts (`n`, `batch_size`, `num_samples`): a metric's
+# `update(value, n)` keeps `value * n`, yet only `value` is a tensor.
+COUNT_WORDS = frozenset({"n", "num", "count", "counts", "size", "len", "length", "samples", "steps", "step", "iters", "k"})
+# Methods that add an element to a Python container, with the position of the element.
+STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
 LIGHTNING_NO_GRAD_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
 # Methods a framework calls once per step (or per batch): their bodies are per-step code even
 # though no loop of the project calls them. One list, each name with the frameworks using it.

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, mentioned_keys, storage_key
+from torchlint.analysis import ATTACHMENT_TOKENS, STORES, STORING_METHODS, Context, dotted_name, mentioned_keys, storage_key
 from torchlint.lazy import cst
-from torchlint.fix import detach_fix
+from torchlint.fix import Fix, detach_fix
 from torchlint.rule import Rule
 
-# method -> index of the stored argument
-STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
 TENSOR_BUFFER_FACTORIES = frozenset({"torch.zeros", "torch.empty", "torch.ones", "torch.full", "torch.tensor"})
 
 
@@ -170,12 +168,18 @@ def chunked_loss(model, chunks, y):
 """,
     ]
 
+    KEPT_MESSAGE = (
+        "`{stmt}` hands a tensor attached to the autograd graph to `{callee}`, which keeps it "
+        "(`{kept}`), keeping every iteration's graph alive"
+    )
+
     def visit_Expr(self, node, ctx: Context) -> None:
         call = node.value
-        if not ctx.loops or type(call) is not cst.Call or type(call.func) is not cst.Attribute:
+        if not ctx.loops or type(call) is not cst.Call:
             return
-        index = STORING_METHODS.get(call.func.attr.value)
+        index = STORING_METHODS.get(call.func.attr.value) if type(call.func) is cst.Attribute else None
         if index is None:
+            self._check_kept(node, call, ctx)
             return
         positional = [arg.value for arg in call.args if arg.keyword is None]
         if len(positional) <= index:
@@ -204,6 +208,19 @@ def chunked_loss(model, chunks, y):
         if not self.analysis.is_python_container(key, ctx) and not self._is_metrics_buffer(key, ctx):
             return
         self._check(node, target.value, node.value, ctx)
+
+    def _check_kept(self, node, call, ctx: Context) -> None:
+        """``meter.update(loss)`` with ``meter`` an instance of a class of another module whose
+        ``update`` appends its argument to a list of the instance."""
+        for argument, kept, callee in self.analysis.kept_across_iterations(call, ctx, STORES):
+            fix = detach_fix(self.analysis, [argument], ctx, "")
+            self.report(
+                node,
+                self.KEPT_MESSAGE.format(stmt=self.code(node, 60), callee=callee_name(callee), kept=self.code(kept, 50)),
+                self._fix(argument),
+                autofix=Fix.unsafe(fix.message, *fix.changes) if fix is not None else None,
+            )
+            return
 
     def _is_metrics_buffer(self, key: str, ctx: Context) -> bool:
         """``losses = torch.zeros(n)`` before a loop that backpropagates on every iteration, then
@@ -268,3 +285,9 @@ def chunked_loss(model, chunks, y):
         if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
             return self.FIX.format(value=self.operand(value))
         return "detach the tensors before storing them (`.detach()`, plus `.cpu()` to free device memory)"
+
+
+def callee_name(callee) -> str:
+    """``AverageMeter.update`` for a method, ``record`` for a function."""
+    parent = callee.parent
+    return f"{parent.name}.{callee.name}" if parent is not None and parent.kind == "class" else callee.name

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from torchlint.analysis import ATTACHMENT_TOKENS, Context, dotted_name, storage_key
+from torchlint.analysis import ACCUMULATES, ATTACHMENT_TOKENS, Context, dotted_name, storage_key
 from torchlint.lazy import cst
-from torchlint.fix import detach_fix
+from torchlint.fix import Fix, detach_fix
 from torchlint.rule import Rule
+from torchlint.rules.tl101_tensor_stored_across_iterations import callee_name
 
 CONCATENATING_FUNCTIONS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack"})
 
@@ -176,11 +177,20 @@ for step, batch in enumerate(loader):
             return
         self._check(node, key, node.value, ctx)
 
+    KEPT_MESSAGE = (
+        "`{stmt}` hands a tensor attached to the autograd graph to `{callee}`, which adds it into "
+        "a running total (`{kept}`), chaining every iteration's graph onto it"
+    )
+
     def visit_Expr(self, node, ctx: Context) -> None:
-        """``total.add_(loss)``, ``stats.device_stat("loss").add_(loss)``: the in-place spelling."""
+        """``total.add_(loss)``, ``stats.device_stat("loss").add_(loss)``: the in-place spelling;
+        ``meter.update(loss)`` of a metric class of another module that sums what it gets."""
         call = node.value
-        if not ctx.loops or type(call) is not cst.Call or type(call.func) is not cst.Attribute \
+        if not ctx.loops or type(call) is not cst.Call:
+            return
+        if type(call.func) is not cst.Attribute \
                 or call.func.attr.value not in ("add_", "sub_") or not call.args or call.args[0].keyword is not None:
+            self._check_kept(node, call, ctx)
             return
         receiver = call.func.value
         key = dotted_name(receiver)
@@ -189,6 +199,17 @@ for step, batch in enumerate(loader):
                 return
             key = self.code(receiver, 200)  # an accumulator an object hands out: it outlives the step
         self._check(node, key, [call.args[0].value], ctx)
+
+    def _check_kept(self, node, call, ctx: Context) -> None:
+        for argument, kept, callee in self.analysis.kept_across_iterations(call, ctx, ACCUMULATES):
+            fix = detach_fix(self.analysis, [argument], ctx, "")
+            self.report(
+                node,
+                self.KEPT_MESSAGE.format(stmt=self.code(node, 60), callee=callee_name(callee), kept=self.code(kept, 50)),
+                self.FIX.format(value=self.operand(argument)),
+                autofix=Fix.unsafe(fix.message, *fix.changes) if fix is not None else None,
+            )
+            return
 
     def visit_Assign(self, node, ctx: Context) -> None:
         if not ctx.loops or len(node.targets) != 1:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, dotted_name, iter_expression_nodes, mentioned_keys, storage_key, strip_views
+from torchlint.analysis import STORING_METHODS, Context, dotted_name, iter_expression_nodes, mentioned_keys, storage_key, strip_views
 from torchlint.analysis.syntax import is_view_subscript, selected_view
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Replace, source_of
 from torchlint.rule import Rule
 
 # method -> index of the stored argument (TL101's storing calls)
-STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
 
 
 class ViewKeepsBaseAlive(Rule):
