@@ -169,6 +169,16 @@ class AttachmentQueries:
             return False
         return self._attached(expr, ctx) and self.grad_enabled(ctx)
 
+    def attached_if_calls_are(self, calls, expr, ctx: Context) -> bool:
+        """``is_attached`` under the hypothesis that ``calls`` return attached values: a forward
+        pass through an object torchlint cannot type (``self.q.sample_and_log_prob(n)``)."""
+        saved = self._assumed_attached_calls, self._attached_memo
+        self._assumed_attached_calls, self._attached_memo = frozenset(id(call) for call in calls), {}
+        try:
+            return self.is_attached(expr, ctx)
+        finally:
+            self._assumed_attached_calls, self._attached_memo = saved
+
     def _attached(self, expr, ctx: Context) -> bool:
         kind = type(expr)
         if kind is cst.Name:
@@ -303,6 +313,8 @@ class AttachmentQueries:
         return value
 
     def _call_attached(self, call, ctx: Context) -> bool:
+        if id(call) in self._assumed_attached_calls:
+            return True
         func = call.func
         qualified = self.qualified_name(func)
         if qualified is not None and qualified.startswith("torch."):

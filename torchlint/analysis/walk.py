@@ -47,6 +47,8 @@ class ModuleWalk:
         self.local_classes: dict[str, object] = {}
         self._order = 0
         self._attached_memo: dict[int, bool] = {}
+        # calls taken as attached under a hypothesis (see ``attached_if_calls_are``)
+        self._assumed_attached_calls: frozenset[int] = frozenset()
         self._store_ctx: dict[int, Context] = {}  # id(value written into a container) -> its context
         self._module_memo: dict[int, bool] = {}
         self._callers_memo: dict[tuple[str, bool], bool] = {}

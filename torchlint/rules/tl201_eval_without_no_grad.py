@@ -29,7 +29,9 @@ GENERATION_WORDS = frozenset({"generate", "generation", "sample", "sampling", "t
 # Tensor methods that keep requires_grad: `.numpy()` after them still raises on a graph output.
 GRAPH_KEEPING_CONVERSIONS = frozenset({"cpu", "cuda", "to", "squeeze", "unsqueeze", "view", "reshape", "flatten", "permute",
                                        "transpose", "contiguous", "float", "double", "half", "clone", "exp", "sigmoid", "softmax"})
-CLASS_DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|jacobian|hessian|vjp|jvp")
+# (at class level only turning requires_grad on counts: `if p.requires_grad` filtering the
+# parameters, `y.requires_grad = False` on labels say nothing about this method's grad mode)
+CLASS_DELIBERATE_GRAD_RE = re.compile(r"requires_grad(?:_\((?!\s*False)|\s*=\s*True)|autograd|jacobian|hessian|vjp|jvp")
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
@@ -135,6 +137,23 @@ class EvalWithoutNoGrad(Rule):
     CLAIM = "the peak memory of the evaluation loop with autograd enabled is at least 1.5× that of the same loop under `torch.no_grad()`"
 
     INVALID = [
+        """\
+class Runner:
+    def __init__(self, network):
+        self.network = network
+        self.trainable = sum(p.numel() for p in network.parameters() if p.requires_grad)
+
+    def update(self, x, y):
+        y.requires_grad = False
+        loss = F.cross_entropy(self.network(x), y)
+        loss.backward()
+
+    def predict(self, x):
+        self.network.eval()
+        score = self.network(x)  # expect: TL201
+        score = score.data.cpu().numpy()
+        return score.argmax(axis=1).tolist()
+""",
         """\
 class Runner:
     def __init__(self, network, multi_gpu):
@@ -283,6 +302,17 @@ class Net:
 """,
     ]
     VALID = [
+        """\
+class VariationalTrainer:
+    def train(self, x):
+        loss = -self.generate_elbo_particles(x).mean()
+        loss.backward()
+
+    def generate_elbo_particles(self, x, n=None):
+        samples, log_q = self.q.sample_and_log_prob((n or self.n,))
+        elbo = self.potential(samples) - log_q
+        return elbo
+""",
         """\
 class Net(nn.Module):
     def __init__(self):
@@ -679,17 +709,18 @@ def count_flops(model, x):
             return None
         # first the cheap, local part: a forward pass of the model itself and results made data
         forward = None
+        forward_calls = []
         converts = False
         own = [(stmt, ctx) for stmt, ctx in scope.statements
                if ctx.scope is scope and ctx.grad is GradMode.ENABLED and type(stmt).__name__ not in COMPOUND_STATEMENTS]
         for stmt, ctx in own:
             calls = analysis.calls_in(stmt)
-            if forward is None:  # the model itself, not a helper that may differentiate its result
-                call = next((call for call in calls
-                             if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)), None)
-                # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
-                if call is not None and not (type(stmt) is cst.Expr and stmt.value is call):
-                    forward = stmt, call
+            # the model itself, not a helper that may differentiate its result
+            forwards = [call for call in calls if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)]
+            forward_calls += forwards
+            # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
+            if forward is None and forwards and not (type(stmt) is cst.Expr and stmt.value is forwards[0]):
+                forward = stmt, forwards[0]
             if not converts and (any(call_name(call) in DETACHING_METHODS or _number_of(call) for call in calls)
                                  or self._reads_data_of_attached(stmt, ctx)):
                 converts = True
@@ -720,9 +751,21 @@ def count_flops(model, x):
             return None  # the grad mode is deliberate
         if any(self._lets_graph_out(stmt, ctx, analysis.calls_in(stmt)) for stmt, ctx in own):
             return None
+        if self._returns_forward_result(scope, forward_calls):
+            return None  # `elbo = log_p - log_q; return elbo`: the caller gets the graph
         if analysis.may_contain(".numpy(") and self._numpy_of_output(forward[0], own):
             return None  # `.numpy()` raises on a tensor that requires grad: the code says no graph is built
         return forward
+
+    def _returns_forward_result(self, scope, forward_calls) -> bool:
+        """Is a value the function returns attached once its forward calls count as attached?
+        Asked where attachment alone cannot say: the forward runs a method of an object
+        torchlint cannot type (``samples, log_q = self.q.sample_and_log_prob(n)``, then
+        ``return log_p - log_q``). ``.tolist()``, ``argmax`` or a comparison on the way still
+        hand back data."""
+        analysis = self.analysis
+        return any(analysis.attached_if_calls_are(forward_calls, value, ctx)
+                   for value, ctx in analysis.returned_return_values(scope))
 
     def _reads_data_of_attached(self, stmt, ctx: Context) -> bool:
         """``save_image(fake.data, path)``: the statement takes ``.data`` of an attached tensor."""
