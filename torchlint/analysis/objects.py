@@ -387,6 +387,19 @@ class OptimizerQueries:
             return positional[0]  # a wrapper stepping the optimizer it is given
         return None
 
+    def steps_through_wrapper(self, call, ctx: Context) -> bool:
+        """``self.strategy.optimizer_step(self.optimizer, model, scheduler)``: a distributed
+        strategy or accelerator wrapper named for stepping, handed an optimizer. It trains;
+        what else it does (clearing, unscaling) is not known, so only the training question
+        asks this."""
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return False
+        words = set(name_words(func.attr.value))
+        if "step" not in words or not words & {"optimizer", "optim", "opt"}:
+            return False
+        return any(self.is_optimizer(argument, ctx) for argument in call_arguments(call))
+
     def steps_on_a_loss(self, call, ctx: Context) -> bool:
         """``self.optim.step(loss)``: an optimizer wrapper handed the loss (tianshou's, many
         projects' own) backpropagates it itself (and clears and steps: no TL501 step). Not

@@ -254,7 +254,7 @@ for epoch in range(epochs):
         """Does the statement step an optimizer, or call a helper that does?"""
         analysis = self.analysis
         return any(
-            analysis.stepped_optimizer(call, ctx) is not None
+            analysis.stepped_optimizer(call, ctx) is not None or analysis.steps_through_wrapper(call, ctx)
             or (callee is not None and callee is not ctx.scope and analysis.steps_optimizer(callee))
             for call in analysis.calls_in(stmt)
             for callee in (analysis.called_function(call, ctx),)
@@ -268,7 +268,7 @@ for epoch in range(epochs):
         if "tl202_trains" not in loop._memo:
             analysis = self.analysis
             loop._memo["tl202_trains"] = any(
-                analysis.stepped_optimizer(call, ctx) is not None
+                analysis.stepped_optimizer(call, ctx) is not None or analysis.steps_through_wrapper(call, ctx)
                 or (callee is not None and callee is not ctx.scope and analysis.steps_optimizer(callee))
                 for stmt, ctx in analysis.statements_in_loop(loop)
                 for call in analysis.calls_in(stmt)
