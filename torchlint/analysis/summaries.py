@@ -41,6 +41,14 @@ REACHED_TEXT = {
     "backward": ("backward", "autograd", ".step("), "step": (".step(",), "clear": ("zero_grad", ".grad"),
     "unscale": ("unscale",), "update": (".update(",),
 }
+# The update methods of a moving average of the weights (timm's `ModelEma.update`, diffusers'
+# `EMAModel.step`, `AveragedModel.update_parameters`): training loops call them every step.
+AVERAGE_UPDATE_METHODS = frozenset({"step", "update", "update_parameters", "update_ema", "ema_step"})
+
+
+def _names_moving_average(class_name: str) -> bool:
+    words = set(name_words(class_name))
+    return bool(words & {"ema", "swa", "averaged"}) or {"moving", "average"} <= words
 
 
 def in_owner(method):
@@ -548,6 +556,8 @@ class SummaryQueries:
             return f"`{name}` runs every step ({PER_STEP_HOOKS[name]})"
         if name in FORWARD_METHODS and self.is_module_class(parent.node.name):
             return "a module's `forward` runs every step"
+        if name in AVERAGE_UPDATE_METHODS and _names_moving_average(parent.name):
+            return f"`{parent.name}.{name}` runs after every optimizer step (a moving average of the weights)"
         return None
 
     def _inherited_step_method(self, scope: Scope) -> str | None:

@@ -56,6 +56,18 @@ class EmptyCacheInLoop(Rule):
 
     INVALID = [
         """\
+class EMAModel:
+    def __init__(self, parameters, decay=0.999):
+        self.shadow = [p.clone().detach() for p in parameters]
+        self.decay = decay
+
+    @torch.no_grad()
+    def step(self, parameters):  # training scripts call it after every optimizer step
+        for shadow, param in zip(self.shadow, parameters):
+            shadow.sub_((1 - self.decay) * (shadow - param))
+        torch.cuda.empty_cache()  # expect: TL401
+""",
+        """\
 for step, (x, y) in enumerate(loader):
     loss = criterion(model(x.cuda()), y.cuda())
     loss.backward()
@@ -74,6 +86,12 @@ for batch in loader:
 """,
     ]
     VALID = [
+        """\
+class EMAModel:
+    def store(self, parameters):  # called once, before evaluation
+        self.backup = [p.clone() for p in parameters]
+        torch.cuda.empty_cache()
+""",
         """\
 for step, (x, y) in enumerate(loader):
     loss = criterion(model(x.cuda()), y.cuda())
