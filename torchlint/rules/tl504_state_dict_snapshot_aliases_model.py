@@ -1,9 +1,12 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, call_name, dotted_name, mentioned_keys, strip_pass_through
+from torchlint.analysis import Context, call_name, dotted_name, last_part, mentioned_keys, name_words, strip_pass_through
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Replace, import_reference, source_of
 from torchlint.rule import Rule
+
+# Words of a name that keeps a model as a snapshot: `best_model = model` aliases the live one.
+SNAPSHOT_WORDS = frozenset({"best", "snapshot", "checkpoint", "ckpt"})
 
 
 class StateDictSnapshotAliasesModel(Rule):
@@ -13,7 +16,9 @@ class StateDictSnapshotAliasesModel(Rule):
     a `.copy()` or `dict(...)` of one, a dict literal holding one) kept as a snapshot while the
     weights go on changing: training (an optimizer step, `backward()`, a call such as
     `train(model, ...)`, or `load_state_dict` of other weights) can run between the snapshot
-    and a later use of it, such as `model.load_state_dict(best)` after the epoch loop.
+    and a later use of it, such as `model.load_state_dict(best)` after the epoch loop. Also
+    `best_model = model` inside the epoch loop (a name saying best, snapshot or checkpoint
+    given the live module itself) read after more training.
 
     ## Why is this bad?
     `state_dict()` returns the module's own parameter and buffer tensors (detached, but the
@@ -49,6 +54,11 @@ class StateDictSnapshotAliasesModel(Rule):
         "`{target}` keeps `{call}`'s live tensors, not a copy: the training that follows changes "
         "this snapshot too, so restoring it later restores nothing"
     )
+    MODULE_MESSAGE = (
+        "`{target}` is `{model}` itself, not a copy: the training that follows changes it too, so "
+        "the best model kept is the last one"
+    )
+    MODULE_FIX = "keep a copy: `copy.deepcopy({model})` (or snapshot `{model}.state_dict()` with `copy.deepcopy`)"
     FIX = "snapshot a copy: `copy.deepcopy({call})` or `{{k: v.detach().clone() for k, v in {call}.items()}}`"
     AUTOFIX = (
         "Unsafe: wraps the `state_dict()` call in `copy.deepcopy(...)` (adding `import copy` after "
@@ -56,13 +66,23 @@ class StateDictSnapshotAliasesModel(Rule):
         "with, at the price of one more copy of the weights on their device, which a model that "
         "barely fits may not have room for (`{k: v.detach().cpu().clone() ...}` keeps it on the host)."
     )
-    TOKENS = ("state_dict",)
+    TOKENS = ("state_dict", "best")
     CLAIM = (
         "a state_dict() snapshot changes with every later optimizer step; a deepcopy snapshot stays "
         "exactly as taken"
     )
 
     INVALID = [
+        """\
+best_auc, best_model = 0.0, model  # a default: the last model if nothing improves
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    auc = evaluate(model, val_loader)
+    if auc > best_auc:
+        best_auc = auc
+        best_model = model  # expect: TL504
+test(best_model, test_loader)
+""",
         """\
 class EarlyStopping(Callback):
     def on_epoch_end(self, epoch, logs=None):
@@ -114,6 +134,23 @@ class EarlyStopping:
 """,
     ]
     VALID = [
+        """\
+best_auc = 0.0
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    auc = evaluate(model, val_loader)
+    if auc > best_auc:
+        best_auc = auc
+        best_model = copy.deepcopy(model)
+test(best_model, test_loader)
+""",
+        """\
+for fold in range(folds):
+    model = build_model()
+    train(model, fold)
+    best_model = model  # each fold's model is a new object
+    results.append(evaluate(best_model, fold))
+""",
         """\
 class ModelCheckpoint(Callback):
     def on_epoch_end(self, epoch, logs=None):
@@ -181,6 +218,7 @@ torch.save(last_state, "last.pt")
             return  # tuple targets, containers (history[epoch] = ...): not followed
         call = self.analysis.aliasing_state_dict(value, ctx)
         if call is None:
+            self._check_module_alias(node, target, key, value, ctx)
             return
         owner_expr = strip_pass_through(call.func.value)
         owner = dotted_name(owner_expr)
@@ -189,6 +227,21 @@ torch.save(last_state, "last.pt")
         if self._used_after_training(key, owner, node, ctx) or self._restored_elsewhere(key, owner, node, ctx):
             self.report(node, self.MESSAGE.format(target=self.code(target, 40), call=self.code(call, 50)),
                         self.FIX.format(call=self.code(call, 50)), autofix=self._autofix(call, ctx))
+
+    def _check_module_alias(self, node, target, key: str, value, ctx: Context) -> None:
+        """``best_model = model`` when validation improves: a second name for the live module,
+        which the epochs that follow go on training."""
+        module = strip_pass_through(value)
+        if not ctx.loops or type(module) not in (cst.Name, cst.Attribute) \
+                or not SNAPSHOT_WORDS & set(name_words(last_part(key))):
+            return  # (`best_model = model` before the epoch loop is a default, not a snapshot)
+        owner = dotted_name(module)
+        if owner is None or not self.analysis.is_module(module, ctx):
+            return
+        if self._used_after_training(key, owner, node, ctx):
+            model = self.code(module, 40)
+            self.report(node, self.MODULE_MESSAGE.format(target=self.code(target, 40), model=model),
+                        self.MODULE_FIX.format(model=model), autofix=self._autofix(module, ctx))
 
     def _autofix(self, call, ctx: Context) -> Fix | None:
         """``copy.deepcopy(model.state_dict())`` in place of the call (``import copy`` added when the
