@@ -51,6 +51,28 @@ def _names_moving_average(class_name: str) -> bool:
     return bool(words & {"ema", "swa", "averaged"}) or {"moving", "average"} <= words
 
 
+# A function named for one step or batch of a phase (`eval_step`, `_val_step_label_side`,
+# `train_batch`, `test_one_batch`) is called once per batch, wherever its loop is.
+PHASE_WORDS = frozenset({
+    "train", "training", "val", "valid", "validate", "validation", "eval", "evaluate", "evaluation",
+    "test", "predict", "prediction", "infer", "inference",
+})
+STEP_WORDS = frozenset({"step", "batch"})
+# ... unless it builds or fetches the batch rather than running it (`get_train_batch`,
+# `collate_eval_batch`)
+BATCH_BUILDING_WORDS = frozenset({
+    "get", "make", "build", "create", "collate", "load", "prepare", "sample", "generate", "split", "fetch", "next",
+    "size", "sizes", "count", "num", "steps", "batches",
+})
+
+
+def _named_step(scope: Scope) -> str | None:
+    words = set(name_words(scope.name))
+    if words & PHASE_WORDS and words & STEP_WORDS and not words & BATCH_BUILDING_WORDS:
+        return f"`{scope.name}` is named for one step of a phase: it runs once per batch"
+    return None
+
+
 def in_owner(method):
     """Answer a question about a scope in the analysis of the module that defines it: a
     function imported from another module of the project is summarised there, with that
@@ -516,7 +538,7 @@ class SummaryQueries:
         reasons: dict[int, str] = {}
         callers: dict[int, list] = {}
         for scope in functions:
-            hook = self._framework_hook(scope) or self._inherited_step_method(scope)
+            hook = self._framework_hook(scope) or self._inherited_step_method(scope) or _named_step(scope)
             if hook is not None:
                 reasons[id(scope)] = hook
         # functions a loop calls, then the functions those call, to a bounded depth

@@ -64,6 +64,14 @@ class TensorStoredAcrossIterations(Rule):
 
     INVALID = [
         """\
+class SplitLearner:
+    def _val_step_label_side(self, batch, activations):  # a framework calls it for every batch
+        self.model.eval()
+        pred = self.model(activations)
+        loss = self.criterion(pred, batch.y)
+        self.val_loss.append(loss)  # expect: TL101
+""",
+        """\
 losses = []
 for x, y in loader:
     loss = criterion(model(x), y)
@@ -109,6 +117,19 @@ def mean_loss(model, loader):
 """,
     ]
     VALID = [
+        """\
+class SplitLearner:
+    def _val_step_label_side(self, batch, activations):
+        self.model.eval()
+        with torch.no_grad():
+            loss = self.criterion(self.model(activations), batch.y)
+        self.val_loss.append(loss)
+
+    def get_eval_batch(self, index):  # builds a batch: not a step
+        batch = self.dataset[index]
+        self.served.append(batch)
+        return batch
+""",
         """\
 losses = []
 for x, y in loader:
