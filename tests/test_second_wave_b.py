@@ -163,7 +163,7 @@ def test_tl202_quiet(source):
 
 
 def test_tl202_message_names_the_model_and_the_fix():
-    source = textwrap.dedent(TrainModeNotRestored.INVALID[1])
+    source = textwrap.dedent(next(example for example in TrainModeNotRestored.INVALID if "validate(model, val_loader)" in example))
     [violation] = lint_source(source, "train.py", [TrainModeNotRestored])
     assert "`model`" in violation.message and "validate(model, val_loader)" in violation.message
     assert "`model.train()`" in violation.help

@@ -259,7 +259,7 @@ class AttachmentQueries:
         if kind == "param":
             if self._tensor_hypothesis is not None and binding.ctx.scope is self._tensor_hypothesis:
                 return binding.key not in ("self", "cls")
-            return self._backpropagated(binding) or self.argument_attached(binding)
+            return self._backpropagated(binding) or self.argument_attached(binding) or self.forward_hook_tensor(binding)
         return False
 
     def _container_holds_attached(self, binding: Binding) -> bool:

@@ -90,6 +90,26 @@ class ControlFlowQueries:
                     return True
         return False
 
+    def consumed_elsewhere(self, key: str, ctx: Context) -> bool:
+        """Is the container ``key`` (an attribute of ``self`` or a global) drained by other code
+        of the class or module: ``self.outputs.pop()``, ``del self.outputs[-1]``? A forward
+        hook pushing what a backward hook pops keeps one entry per layer in flight, not every
+        step's."""
+        if not (key.startswith("self.") and ctx.scope.class_scope is not None) and self.lookup(
+                key.partition(".")[0], ctx) is None:
+            return False
+        for stmt, _ in self.statements_by_type.get("Del", ()):
+            if any(type(element.value) is cst.Subscript and storage_key(element.value) == key
+                   for element in _del_targets(stmt)):
+                return True
+        for stmt, _ in self.statements_by_type.get("Expr", ()) + self.statements_by_type.get("Assign", ()):
+            for call in self.calls_in(stmt):
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value in ("pop", "popleft", "popitem") \
+                        and dotted_name(func.value) == key:
+                    return True
+        return False
+
     def container_outlives_iteration(self, key: str, ctx: Context, loop: Loop | None = None) -> bool:
         """Does the container ``key``, stored into by a statement at ``ctx`` inside a loop, keep
         what it receives beyond the iteration of ``loop`` (default: the innermost): not a

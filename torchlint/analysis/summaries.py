@@ -41,6 +41,12 @@ REACHED_TEXT = {
     "backward": ("backward", "autograd", ".step("), "step": (".step(",), "clear": ("zero_grad", ".grad"),
     "unscale": ("unscale",), "update": (".update(",),
 }
+# Hook registrations and the kind of hook each registers.
+HOOK_REGISTRATIONS = {
+    "register_forward_hook": "forward", "register_forward_pre_hook": "forward",
+    "register_full_backward_hook": "backward", "register_backward_hook": "backward",
+    "register_full_backward_pre_hook": "backward", "register_hook": "backward",
+}
 # The update methods of a moving average of the weights (timm's `ModelEma.update`, diffusers'
 # `EMAModel.step`, `AveragedModel.update_parameters`): training loops call them every step.
 AVERAGE_UPDATE_METHODS = frozenset({"step", "update", "update_parameters", "update_ema", "ema_step"})
@@ -541,6 +547,8 @@ class SummaryQueries:
             hook = self._framework_hook(scope) or self._inherited_step_method(scope) or _named_step(scope)
             if hook is not None:
                 reasons[id(scope)] = hook
+        for scope, kind in self._registered_hooks():
+            reasons.setdefault(id(scope), f"registered as a {kind} hook: it runs on every pass")
         # functions a loop calls, then the functions those call, to a bounded depth
         for loop in self.loops.values():
             for stmt, ctx in self.statements_in_loop(loop):
@@ -568,6 +576,52 @@ class SummaryQueries:
                 continue
             loop = self._implicit_loop(scope, reason)
             loop.callers = callers.get(id(scope), [])
+
+    def _registered_hooks(self) -> list[tuple[Scope, str]]:
+        """The functions of this module registered as module or tensor hooks
+        (``layer.register_forward_hook(self.save_activation)``), each with its kind: "forward"
+        (forward and forward-pre hooks) or "backward". Memoised."""
+        memo = self.module_scope._memo
+        if "registered hooks" in memo:
+            return memo["registered hooks"]
+        found = memo["registered hooks"] = []
+        if not self.may_contain("register_"):
+            return found
+        for stmt, ctx in self.statements_by_type.get("Expr", []) + self.statements_by_type.get("Assign", []):
+            for call in self.calls_in(stmt):
+                kind = HOOK_REGISTRATIONS.get(call_name(call) or "")
+                if kind is None or not call.args:
+                    continue
+                hook = call.args[0].value
+                if type(hook) is cst.Call and dotted_name(hook.func) in ("partial", "functools.partial") and hook.args:
+                    hook = hook.args[0].value
+                scope = None
+                if type(hook) is cst.Name:
+                    binding = self.lookup(hook.value, ctx)
+                    scope = self.scopes.get(id(binding.value)) if binding is not None and binding.kind == "def" else None
+                elif type(hook) is cst.Attribute and type(hook.value) is cst.Name and hook.value.value == "self" \
+                        and ctx.scope.class_scope is not None:
+                    scope = self.method_of(ctx.scope.class_scope, hook.attr.value, set(), False)
+                if scope is not None and scope.kind == "function":
+                    found.append((scope, kind))
+        return found
+
+    def forward_hook_tensor(self, binding) -> bool:
+        """Is the parameter ``binding`` the input or output a forward hook receives, in a module
+        that also registers backward hooks or backpropagates (Grad-CAM's activations and
+        gradients): the forward it hooks runs with autograd recording, so what it gets is
+        attached."""
+        scope = binding.ctx.scope
+        if binding.key in ("self", "cls") or not self.may_contain("register_"):
+            return False
+        hooks = self._registered_hooks()
+        if not any(hooked is scope and kind == "forward" for hooked, kind in hooks):
+            return False
+        params = scope.node.params
+        names = [param.name.value for param in (*params.posonly_params, *params.params) if param.name.value not in ("self", "cls")]
+        if not names or binding.key == names[0]:
+            return False  # the module itself
+        return any(kind == "backward" for _, kind in hooks) or self.may_contain(".backward(")
 
     def _framework_hook(self, scope: Scope) -> str | None:
         parent = scope.parent

@@ -47,6 +47,7 @@ class ModuleWalk:
         self.local_classes: dict[str, object] = {}
         self._order = 0
         self._attached_memo: dict[int, bool] = {}
+        self._guard_end: dict[int, int] = {}  # id(If) -> the order of its last statement
         # calls taken as attached under a hypothesis (see ``attached_if_calls_are``)
         self._assumed_attached_calls: frozenset[int] = frozenset()
         self._store_ctx: dict[int, Context] = {}  # id(value written into a container) -> its context
@@ -241,6 +242,7 @@ class ModuleWalk:
                 other = self._compound_statement(orelse, scope, loops, grad, stmt, in_finally)
             elif orelse is not None:
                 other = self._walk_suite(orelse.body, scope, loops, grad, stmt, in_finally)
+            self._guard_end[id(stmt)] = self._order
             return _merge(after, other)
         elif kind is cst.With:
             ctx = self._context(stmt, scope, loops, grad, guard, in_finally)
@@ -391,12 +393,22 @@ class ModuleWalk:
         found = [latest]
         scope = ctx.scope
         while index > 0:
-            index -= 1
-            earlier = bindings[index]
-            if not all(self.exclusive_branches(earlier.stmt, other.stmt, scope) for other in found):
+            earlier = bindings[index - 1]
+            if not (self._may_be_skipped(found[-1], ctx)
+                    or all(self.exclusive_branches(earlier.stmt, other.stmt, scope) for other in found)):
                 break
+            index -= 1
             found.append(earlier)
         return found
+
+    def _may_be_skipped(self, binding: Binding, ctx: Context) -> bool:
+        """Is ``binding`` under an ``if`` without ``else`` that ``ctx`` is past (``if t is not
+        None: x = t(x)`` then a use of ``x``): the binding before it reaches the use too."""
+        guard = binding.ctx.guard
+        if type(guard) is not cst.If or guard.orelse is not None:
+            return False
+        end = self._guard_end.get(id(guard))
+        return end is not None and ctx.order > end
 
     def bindings_in(self, key: str, scope: Scope) -> list[Binding]:
         return scope.bindings.get(key, [])

@@ -64,14 +64,6 @@ class TensorStoredAcrossIterations(Rule):
 
     INVALID = [
         """\
-class SplitLearner:
-    def _val_step_label_side(self, batch, activations):  # a framework calls it for every batch
-        self.model.eval()
-        pred = self.model(activations)
-        loss = self.criterion(pred, batch.y)
-        self.val_loss.append(loss)  # expect: TL101
-""",
-        """\
 losses = []
 for x, y in loader:
     loss = criterion(model(x), y)
@@ -115,21 +107,32 @@ def mean_loss(model, loader):
         losses.append(F.mse_loss(model(x), y))  # expect: TL101
     return sum(loss.item() for loss in losses) / len(losses)
 """,
-    ]
-    VALID = [
         """\
 class SplitLearner:
-    def _val_step_label_side(self, batch, activations):
+    def _val_step_label_side(self, batch, activations):  # a framework calls it for every batch
         self.model.eval()
-        with torch.no_grad():
-            loss = self.criterion(self.model(activations), batch.y)
-        self.val_loss.append(loss)
-
-    def get_eval_batch(self, index):  # builds a batch: not a step
-        batch = self.dataset[index]
-        self.served.append(batch)
-        return batch
+        pred = self.model(activations)
+        loss = self.criterion(pred, batch.y)
+        self.val_loss.append(loss)  # expect: TL101
 """,
+        """\
+class ActivationsAndGradients:  # Grad-CAM: activations forward, gradients backward
+    def __init__(self, model, layer):
+        self.model, self.activations, self.gradients = model, [], []
+        layer.register_forward_hook(self.save_activation)
+        layer.register_full_backward_hook(self.save_gradient)
+
+    def save_activation(self, module, input, output):
+        activation = output
+        if self.reshape is not None:
+            activation = self.reshape(activation)
+        self.activations.append(activation.cpu())  # expect: TL101
+
+    def save_gradient(self, module, grad_input, grad_output):
+        self.gradients.append(grad_output[0].cpu())
+""",
+    ]
+    VALID = [
         """\
 losses = []
 for x, y in loader:
@@ -186,6 +189,44 @@ def chunked_loss(model, chunks, y):
     for x in chunks:
         losses.append(F.mse_loss(model(x), y))
     return sum(losses) / len(losses)
+""",
+        """\
+class SplitLearner:
+    def _val_step_label_side(self, batch, activations):
+        self.model.eval()
+        with torch.no_grad():
+            loss = self.criterion(self.model(activations), batch.y)
+        self.val_loss.append(loss)
+
+    def get_eval_batch(self, index):  # builds a batch: not a step
+        batch = self.dataset[index]
+        self.served.append(batch)
+        return batch
+""",
+        """\
+class GuidedBackprop:  # the backward hook pops what the forward hook pushes
+    def __init__(self, model):
+        self.outputs = []
+        for module in model.modules():
+            module.register_forward_hook(self.push)
+            module.register_full_backward_hook(self.pop)
+
+    def push(self, module, inputs, output):
+        self.outputs.append(output)
+
+    def pop(self, module, grad_in, grad_out):
+        forward_output = self.outputs[-1]
+        del self.outputs[-1]
+        return (forward_output.clamp(min=0) * grad_out[0],)
+""",
+        """\
+class FeatureExtractor:  # no backward anywhere: the hooked forward may run under no_grad
+    def __init__(self, model, layer):
+        self.features = []
+        layer.register_forward_hook(self.save)
+
+    def save(self, module, inputs, output):
+        self.features.append(output)
 """,
     ]
 
@@ -270,6 +311,8 @@ def chunked_loss(model, chunks, y):
             return  # a per-step function's local: gone when the call returns
         if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
             return  # rebuilt or emptied every iteration: nothing outlives it
+        if loop.implicit is not None and analysis.consumed_elsewhere(key, ctx):
+            return  # a stack another hook pops: one entry per layer in flight
         scope = ctx.scope
         if scope.kind == "function" and key in analysis.returned_keys(scope) and not any(
             analysis.loop_always_backpropagates(outer) for outer in ctx.loops

@@ -139,23 +139,6 @@ class EvalWithoutNoGrad(Rule):
     INVALID = [
         """\
 class Runner:
-    def __init__(self, network):
-        self.network = network
-        self.trainable = sum(p.numel() for p in network.parameters() if p.requires_grad)
-
-    def update(self, x, y):
-        y.requires_grad = False
-        loss = F.cross_entropy(self.network(x), y)
-        loss.backward()
-
-    def predict(self, x):
-        self.network.eval()
-        score = self.network(x)  # expect: TL201
-        score = score.data.cpu().numpy()
-        return score.argmax(axis=1).tolist()
-""",
-        """\
-class Runner:
     def __init__(self, network, multi_gpu):
         self.network = network
         self.mnetwork = nn.DataParallel(network) if multi_gpu else network
@@ -300,19 +283,25 @@ class Net:
         for x, y in batches:
             self.eval_step(x, y)
 """,
-    ]
-    VALID = [
         """\
-class VariationalTrainer:
-    def train(self, x):
-        loss = -self.generate_elbo_particles(x).mean()
+class Runner:
+    def __init__(self, network):
+        self.network = network
+        self.trainable = sum(p.numel() for p in network.parameters() if p.requires_grad)
+
+    def update(self, x, y):
+        y.requires_grad = False
+        loss = F.cross_entropy(self.network(x), y)
         loss.backward()
 
-    def generate_elbo_particles(self, x, n=None):
-        samples, log_q = self.q.sample_and_log_prob((n or self.n,))
-        elbo = self.potential(samples) - log_q
-        return elbo
+    def predict(self, x):
+        self.network.eval()
+        score = self.network(x)  # expect: TL201
+        score = score.data.cpu().numpy()
+        return score.argmax(axis=1).tolist()
 """,
+    ]
+    VALID = [
         """\
 class Net(nn.Module):
     def __init__(self):
@@ -460,6 +449,17 @@ def profile(model, x):
 
 def count_flops(model, x):
     return model(x)
+""",
+        """\
+class VariationalTrainer:
+    def train(self, x):
+        loss = -self.generate_elbo_particles(x).mean()
+        loss.backward()
+
+    def generate_elbo_particles(self, x, n=None):
+        samples, log_q = self.q.sample_and_log_prob((n or self.n,))
+        elbo = self.potential(samples) - log_q
+        return elbo
 """,
     ]
 

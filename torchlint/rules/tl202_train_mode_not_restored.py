@@ -71,27 +71,6 @@ class TrainModeNotRestored(Rule):
 
     INVALID = [
         """\
-class SFTTrainer:
-    def fit(self, epochs):
-        for epoch in range(epochs):
-            self.model.train()
-            for batch in self.loader:
-                loss = self.loss_fn(self.model(batch.x), batch.y)
-                self.strategy.backward(loss, self.model, self.optimizer)
-                self.strategy.optimizer_step(self.optimizer, self.model, self.scheduler)
-                self.log_and_evaluate(batch.step)  # expect: TL202
-
-    def log_and_evaluate(self, step):
-        if step % self.eval_steps == 0:
-            self.evaluate()
-
-    def evaluate(self):
-        self.model.eval()
-        with torch.no_grad():
-            for batch in self.eval_loader:
-                self.model(batch.x)
-""",
-        """\
 model.train()
 for epoch in range(epochs):
     for x, y in train_loader:
@@ -116,6 +95,27 @@ def fit(model, optimizer, train_loader, val_loader, epochs):
             F.cross_entropy(model(x), y).backward()
             optimizer.step()
         accuracy = validate(model, val_loader)  # expect: TL202
+""",
+        """\
+class SFTTrainer:
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            self.model.train()
+            for batch in self.loader:
+                loss = self.loss_fn(self.model(batch.x), batch.y)
+                self.strategy.backward(loss, self.model, self.optimizer)
+                self.strategy.optimizer_step(self.optimizer, self.model, self.scheduler)
+                self.log_and_evaluate(batch.step)  # expect: TL202
+
+    def log_and_evaluate(self, step):
+        if step % self.eval_steps == 0:
+            self.evaluate()
+
+    def evaluate(self):
+        self.model.eval()
+        with torch.no_grad():
+            for batch in self.eval_loader:
+                self.model(batch.x)
 """,
     ]
     VALID = [

@@ -56,18 +56,6 @@ class EmptyCacheInLoop(Rule):
 
     INVALID = [
         """\
-class EMAModel:
-    def __init__(self, parameters, decay=0.999):
-        self.shadow = [p.clone().detach() for p in parameters]
-        self.decay = decay
-
-    @torch.no_grad()
-    def step(self, parameters):  # training scripts call it after every optimizer step
-        for shadow, param in zip(self.shadow, parameters):
-            shadow.sub_((1 - self.decay) * (shadow - param))
-        torch.cuda.empty_cache()  # expect: TL401
-""",
-        """\
 for step, (x, y) in enumerate(loader):
     loss = criterion(model(x.cuda()), y.cuda())
     loss.backward()
@@ -84,14 +72,20 @@ for batch in loader:
     finally:
         empty_cache()  # expect: TL401
 """,
-    ]
-    VALID = [
         """\
 class EMAModel:
-    def store(self, parameters):  # called once, before evaluation
-        self.backup = [p.clone() for p in parameters]
-        torch.cuda.empty_cache()
+    def __init__(self, parameters, decay=0.999):
+        self.shadow = [p.clone().detach() for p in parameters]
+        self.decay = decay
+
+    @torch.no_grad()
+    def step(self, parameters):  # training scripts call it after every optimizer step
+        for shadow, param in zip(self.shadow, parameters):
+            shadow.sub_((1 - self.decay) * (shadow - param))
+        torch.cuda.empty_cache()  # expect: TL401
 """,
+    ]
+    VALID = [
         """\
 for step, (x, y) in enumerate(loader):
     loss = criterion(model(x.cuda()), y.cuda())
@@ -117,6 +111,12 @@ while batch_size > 1:
         break
     except torch.cuda.OutOfMemoryError:
         batch_size //= 2
+""",
+        """\
+class EMAModel:
+    def store(self, parameters):  # called once, before evaluation
+        self.backup = [p.clone() for p in parameters]
+        torch.cuda.empty_cache()
 """,
     ]
 

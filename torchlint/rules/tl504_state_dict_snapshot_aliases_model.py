@@ -74,16 +74,6 @@ class StateDictSnapshotAliasesModel(Rule):
 
     INVALID = [
         """\
-best_auc, best_model = 0.0, model  # a default: the last model if nothing improves
-for epoch in range(epochs):
-    train_one_epoch(model, loader, optimizer)
-    auc = evaluate(model, val_loader)
-    if auc > best_auc:
-        best_auc = auc
-        best_model = model  # expect: TL504
-test(best_model, test_loader)
-""",
-        """\
 class EarlyStopping(Callback):
     def on_epoch_end(self, epoch, logs=None):
         current = logs["val_loss"]
@@ -132,25 +122,18 @@ class EarlyStopping:
     def restore(self, model):
         model.load_state_dict(self.best_weights)
 """,
-    ]
-    VALID = [
         """\
-best_auc = 0.0
+best_auc, best_model = 0.0, model  # a default: the last model if nothing improves
 for epoch in range(epochs):
     train_one_epoch(model, loader, optimizer)
     auc = evaluate(model, val_loader)
     if auc > best_auc:
         best_auc = auc
-        best_model = copy.deepcopy(model)
+        best_model = model  # expect: TL504
 test(best_model, test_loader)
 """,
-        """\
-for fold in range(folds):
-    model = build_model()
-    train(model, fold)
-    best_model = model  # each fold's model is a new object
-    results.append(evaluate(best_model, fold))
-""",
+    ]
+    VALID = [
         """\
 class ModelCheckpoint(Callback):
     def on_epoch_end(self, epoch, logs=None):
@@ -201,6 +184,23 @@ for epoch in range(epochs):
     train_one_epoch(model, loader, optimizer)
     last_state = model.state_dict()
 torch.save(last_state, "last.pt")
+""",
+        """\
+best_auc = 0.0
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    auc = evaluate(model, val_loader)
+    if auc > best_auc:
+        best_auc = auc
+        best_model = copy.deepcopy(model)
+test(best_model, test_loader)
+""",
+        """\
+for fold in range(folds):
+    model = build_model()
+    train(model, fold)
+    best_model = model  # each fold's model is a new object
+    results.append(evaluate(best_model, fold))
 """,
     ]
 
