@@ -8,7 +8,7 @@ import re
 from collections import defaultdict
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import CONTAINER_WRITES, GradMode, LIGHTNING_NO_GRAD_HOOKS, _CONVENTIONAL_ROOTS
-from torchlint.analysis.syntax import _literal_grad_mode, _merge, dotted_name, last_part, storage_key
+from torchlint.analysis.syntax import _literal_grad_mode, _merge, dotted_name, iter_expression_nodes, last_part, storage_key
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
 # Context managers and decorators of a project that likely set the grad mode.
@@ -405,11 +405,23 @@ class ModuleWalk:
         """Is ``binding`` under an ``if`` without ``else`` that ``ctx`` is past (``if t is not
         None: x = t(x)`` then a use of ``x``): the binding before it reaches the use too."""
         guard = binding.ctx.guard
-        if type(guard) is not cst.If or guard.orelse is not None:
-            return False
+        if type(guard) is not cst.If or guard.orelse is not None or _tests_tensor(guard.test, binding.key):
+            return False  # (`if isinstance(v, torch.Tensor): v = v.item()`: the other path holds no tensor)
         end = self._guard_end.get(id(guard))
         return end is not None and ctx.order > end
 
     def bindings_in(self, key: str, scope: Scope) -> list[Binding]:
         return scope.bindings.get(key, [])
 
+
+
+def _tests_tensor(test, key: str) -> bool:
+    """Does an ``if`` test ask whether ``key`` is a tensor: ``isinstance(key, torch.Tensor)``,
+    ``torch.is_tensor(key)``, ``hasattr(key, "item")``?"""
+    for node in iter_expression_nodes(test):
+        if type(node) is not cst.Call or not node.args or dotted_name(node.args[0].value) != key:
+            continue
+        name = dotted_name(node.func) or ""
+        if name in ("isinstance", "hasattr", "torch.is_tensor", "is_tensor", "th.is_tensor"):
+            return True
+    return False

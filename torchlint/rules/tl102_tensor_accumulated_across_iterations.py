@@ -164,6 +164,20 @@ for step, batch in enumerate(loader):
         log(running)
         running = {key: 0.0 for key in running}
 """,
+        """\
+class AverageMeter:
+    def update(self, val, n=1):
+        if isinstance(val, torch.Tensor):
+            val = val.detach().item()
+        self.sum += val * n
+
+def train_epoch(model, loader, optimizer, meter):
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        meter.update(loss, len(x))
+        loss.backward()
+        optimizer.step()
+""",
     ]
 
     def visit_AugAssign(self, node, ctx: Context) -> None:
