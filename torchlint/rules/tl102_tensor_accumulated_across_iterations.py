@@ -171,7 +171,8 @@ class AverageMeter:
             val = val.detach().item()
         self.sum += val * n
 
-def train_epoch(model, loader, optimizer, meter):
+def train_epoch(model, loader, optimizer):
+    meter = AverageMeter()
     for x, y in loader:
         loss = F.cross_entropy(model(x), y)
         meter.update(loss, len(x))
