@@ -300,6 +300,27 @@ class Runner:
         score = score.data.cpu().numpy()
         return score.argmax(axis=1).tolist()
 """,
+        """\
+class Agent:  # the rollout throws its graphs away for training and evaluation alike
+    def train(self, env, epochs):
+        for epoch in range(epochs):
+            loss = self.learn(self.buffer.sample())
+            loss.backward()
+            self.optimizer.step()
+            self.collect(env, 1)
+            self.evaluate(env)
+
+    def evaluate(self, env):
+        self.collect(env, 5)
+
+    def collect(self, env, episodes):
+        for _ in range(episodes):
+            obs, done = env.reset(), False
+            while not done:
+                action = self.actor(torch.as_tensor(obs)).detach()  # expect: TL201
+                obs, reward, done, _ = env.step(action.cpu().numpy())
+                self.buffer.add(obs, action, reward)
+""",
     ]
     VALID = [
         """\
@@ -735,12 +756,13 @@ class VariationalTrainer:
             return None  # a one-off forward pass that learns shapes while building a model
         if analysis.returns_attached(scope) is not None:
             return None
-        if any(
+        callers = analysis.callers_of(scope)
+        if callers and all(
             (_repeats(caller_ctx, analysis) or self._loops_forward(call, caller_ctx))
             and any(start < caller_ctx.order < end for start, end in self._regions(caller_ctx.scope))
-            for call, caller_ctx in analysis.callers_of(scope)
+            for call, caller_ctx in callers
         ):
-            return None  # an evaluation loop calls it: reported there, at the call
+            return None  # only evaluation loops call it: reported there, at the calls
         if any(analysis.may_contain(token) for token in DELIBERATE_GRAD_TOKENS) and (
             DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(scope.node))
             or scope.parent is not None and scope.parent.kind == "class"
@@ -783,6 +805,11 @@ class VariationalTrainer:
         requires grad, so the program shows that the model builds no graph here."""
         if type(forward_stmt) is not cst.Assign:
             return False
+        value = forward_stmt.value
+        while type(value) is cst.Call and type(value.func) is cst.Attribute:
+            if value.func.attr.value in DETACHING_METHODS:
+                return False  # `action = self.actor(obs).detach()`: what it binds has no graph
+            value = value.func.value
         bound = set()
         for target in forward_stmt.targets:
             nodes = [target.target] if type(target.target) is cst.Name else \
@@ -1041,9 +1068,14 @@ class VariationalTrainer:
             return self._runs_model_method(call, ctx)
         if callee is ctx.scope or callee.grad is not GradMode.ENABLED:
             return False
-        if self._callee_trains(call, ctx):
+        if self._callee_trains(call, ctx) or self._reported_inside(callee):
             return False
         return self._runs_forward(callee, 0)
+
+    def _reported_inside(self, callee) -> bool:
+        """Is the module-defined function inference code reported at its own forward pass
+        (see ``_find_discarded_forward``)? Its callers then need no report of their own."""
+        return callee.owner is self.analysis and self._discarded_forward(callee) is not None
 
     def _runs_model_method(self, call, ctx: Context) -> bool:
         """A model's method that torchlint cannot read but whose name says it runs the model
@@ -1082,7 +1114,7 @@ class VariationalTrainer:
         callee = analysis.called_function(call, ctx)
         if callee is None or callee is ctx.scope or callee.grad is not GradMode.ENABLED:
             return False
-        if self._callee_trains(call, ctx):
+        if self._callee_trains(call, ctx) or self._reported_inside(callee):
             return False
         if not any(
             _repeats(inner_ctx, analysis) and inner_ctx.grad is GradMode.ENABLED and self._is_forward(inner, inner_ctx)
