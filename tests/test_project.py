@@ -372,3 +372,45 @@ def test_a_meter_under_no_grad_is_quiet(tmp_path):
     assert codes(tmp_path / "evaluate.py") == []
     write(tmp_path, {"evaluate.py": evaluation.replace("with torch.no_grad():", "if True:")})
     assert (8, "TL102") in codes(tmp_path / "evaluate.py")
+
+
+DETECTOR = """\
+    import torch
+    from interface import IModel
+
+    class Detector(IModel):
+        def __init__(self, path):
+            self._model = torch.jit.load(path)
+            self._model.eval()
+
+        def __call__(self, image):
+            out = self._model(image)[0]
+            return out.cpu().detach().numpy()
+    """
+
+
+def test_a_project_class_named_like_a_model_is_what_its_bases_say(tmp_path):
+    # `IModel` ends like a model class, but the project defines it as a plain interface
+    write(tmp_path, {"interface.py": "from abc import ABC\n\nclass IModel(ABC):\n    pass\n", "detector.py": DETECTOR})
+    assert codes(tmp_path / "detector.py") == [(10, "TL201")]
+    # an nn.Module base makes `__call__` a piece of a model's computation: its caller owns grad mode
+    write(tmp_path, {"interface.py": "import torch\n\nclass IModel(torch.nn.Module):\n    pass\n"})
+    assert codes(tmp_path / "detector.py") == []
+
+
+def test_a_module_class_reexported_by_a_package_stays_a_module(tmp_path):
+    write(tmp_path, {
+        "losses/__init__.py": "from .chamfer import ChamferMean\n",
+        "losses/chamfer.py": "import torch\n\nclass ChamferMean(torch.nn.Module):\n    def forward(self, a, b):\n        return (a - b).abs().mean()\n",
+        "train.py": """\
+            from losses import ChamferMean
+
+            def score(loader):
+                metric = ChamferMean()
+                scores = []
+                for a, b in loader:
+                    scores.append(metric(a, b))
+                return sum(s.item() for s in scores)
+            """,
+    })
+    assert codes(tmp_path / "train.py") == [(7, "TL101")]

@@ -241,9 +241,19 @@ class ModuleQueries:
         tail = last_part(name)
         if "." not in name and name in self.local_classes:
             return self._local_class_is_module(name, set())
-        if tail[:1].isupper() and MODULE_CLASS_RE.search(tail):
-            return True
-        return tail[:1].isupper() and self._project_class_is_module(name)  # from models import Generator
+        if not tail[:1].isupper():
+            return False
+        if self._project_defines_class(name):
+            return self._project_class_is_module(name)  # `IModel(ABC)`: its bases say, not its name
+        return bool(MODULE_CLASS_RE.search(tail))
+
+    def _project_defines_class(self, name: str) -> bool:
+        if not self.path or self.path.startswith("<") or name.partition(".")[0] not in self.imports:
+            return False
+        memo = self.module_scope._memo.setdefault("project defines", {})
+        if name not in memo:
+            memo[name] = project().defines_class(self.path, self.imports, name)
+        return memo[name]
 
     def _project_class_is_module(self, name: str) -> bool:
         """Is the class an imported name refers to in another module of the project an
@@ -271,9 +281,13 @@ class ModuleQueries:
                     return True
                 continue
             qualified = self.qualified_name(base.value) or base_name
-            if qualified.startswith("torch.nn.") or MODULE_CLASS_RE.search(last_part(base_name)):
+            if qualified.startswith("torch.nn."):
                 return True
-            if self._project_class_is_module(base_name):
+            if self._project_defines_class(base_name):
+                if self._project_class_is_module(base_name):
+                    return True
+                continue
+            if MODULE_CLASS_RE.search(last_part(base_name)):
                 return True
         return False
 

@@ -283,6 +283,23 @@ class Project:
         self._indexes[key] = (text, index)
         return index
 
+    def defines_class(self, importer: str, imports: dict, name: str, depth: int = 0) -> bool:
+        """Does ``name`` (as written in ``importer``) refer to a class that a module of the
+        project defines (also through a package's re-export)? Then its bases answer what it
+        is, not its name."""
+        root, _, rest = name.partition(".")
+        target = imports.get(root)
+        located = self.locate(importer, f"{target}.{rest}" if rest else target) if target is not None else None
+        if located is None or len(located[1]) != 1 or depth > MAX_HOPS:
+            return False
+        path, (class_name,) = located
+        index = self._class_index(path)
+        if index is None:
+            return False
+        if class_name in index["classes"]:
+            return True
+        return class_name in index["imports"] and self.defines_class(path, index["imports"], class_name, depth + 1)
+
     def class_is_module(self, importer: str, imports: dict, name: str, depth: int = 0) -> bool:
         """Is the class that ``name`` (a name or dotted name, as written in ``importer``, whose
         imports are ``imports``) refers to in another project module an ``nn.Module`` subclass?"""
