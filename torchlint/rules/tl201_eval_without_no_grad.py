@@ -31,7 +31,10 @@ GRAPH_KEEPING_CONVERSIONS = frozenset({"cpu", "cuda", "to", "squeeze", "unsqueez
                                        "transpose", "contiguous", "float", "double", "half", "clone", "exp", "sigmoid", "softmax"})
 # (at class level only turning requires_grad on counts: `if p.requires_grad` filtering the
 # parameters, `y.requires_grad = False` on labels say nothing about this method's grad mode)
-CLASS_DELIBERATE_GRAD_RE = re.compile(r"requires_grad(?:_\((?!\s*False)|\s*=\s*True)|autograd|jacobian|hessian|vjp|jvp")
+CLASS_DELIBERATE_GRAD_RE = re.compile(
+    r"(?:(?P<receiver>[\w.\]\[]+)\.)?requires_grad(?:_\((?!\s*False)|\s*=\s*True)|autograd|jacobian|hessian|vjp|jvp")
+# ... and unfreezing parameters (`for p in self.parameters(): p.requires_grad = True`) is not it
+PARAMETER_WORDS = frozenset({"p", "param", "params", "parameter", "parameters", "weight", "weights", "bias", "w", "b"})
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
@@ -320,6 +323,19 @@ class Agent:  # the rollout throws its graphs away for training and evaluation a
                 action = self.actor(torch.as_tensor(obs)).detach()  # expect: TL201
                 obs, reward, done, _ = env.step(action.cpu().numpy())
                 self.buffer.add(obs, action, reward)
+""",
+        """\
+class SequenceModel(nn.Module):
+    def unfreeze(self):
+        for parameter in self.parameters():
+            parameter.requires_grad = True  # fine-tuning, not input gradients
+
+    def slide(self, batches):
+        outputs = []
+        for batch in batches:
+            y = self(torch.tensor(batch))  # expect: TL201
+            outputs.append(y.detach().cpu().numpy())
+        return outputs
 """,
     ]
     VALID = [
@@ -768,7 +784,7 @@ class VariationalTrainer:
             or scope.parent is not None and scope.parent.kind == "class"
             # the class freezes parameters or takes input gradients; its other methods' own
             # backward() (an agent's learning step) says nothing about this one
-            and CLASS_DELIBERATE_GRAD_RE.search(analysis.module.code_for_node(scope.parent.node))
+            and _class_takes_gradients(analysis.module.code_for_node(scope.parent.node))
         ):
             return None  # the grad mode is deliberate
         if any(self._lets_graph_out(stmt, ctx, analysis.calls_in(stmt)) for stmt, ctx in own):
@@ -1254,3 +1270,13 @@ def _is_retry_loop(node) -> bool:
     return any(
         type(item) is cst.Name and RETRY_RE.search(item.value) for item in iter_expression_nodes(header)
     )
+
+
+def _class_takes_gradients(code: str) -> bool:
+    """Does a class's code turn requires_grad on for something other than parameters, or
+    call into autograd (input gradients, Jacobians)?"""
+    for match in CLASS_DELIBERATE_GRAD_RE.finditer(code):
+        receiver = match.group("receiver")
+        if receiver is None or not PARAMETER_WORDS.intersection(name_words(last_part(receiver.rstrip("]").split("[")[0]))):
+            return True
+    return False
