@@ -182,24 +182,57 @@ class ModuleQueries:
         """Does ``key`` (``net_g``, ``self.G``) receive a method only modules have
         (``net_g.eval()``, ``G.parameters()``, ``model.named_modules()``) in the scope that uses
         it: the function, for ``self.x`` any method of the class, for a global the module?"""
+        class_scope = ctx.scope.class_scope
+        if key.startswith("self.") and class_scope is not None:
+            return self.class_module_evidence(class_scope, key, set())
+        if not self._has_evidence_text():
+            return False
+        scopes = [ctx.scope]
+        if self.lookup(key.partition(".")[0], ctx) is None or ctx.scope.kind == "module":
+            scopes.append(self.module_scope)
+        return any(key in self._scope_module_evidence(scope) for scope in scopes)
+
+    def class_module_evidence(self, class_scope, key: str, seen: set) -> bool:
+        """``has_module_evidence`` for ``self.x`` in the methods of a class and of its bases
+        in the project (``self.denoiser = torch.load(path).eval()`` in a base class's
+        ``__init__``)."""
+        owner = class_scope.owner
+        if owner is not None and owner is not self:
+            return owner.class_module_evidence(class_scope, key, seen)
+        if id(class_scope) in seen or len(seen) > 4:
+            return False
+        seen.add(id(class_scope))
+        memo = class_scope._memo.setdefault("module evidence", {})
+        if key not in memo:
+            memo[key] = False  # recursion resolves to "no evidence"
+            memo[key] = self._class_module_evidence(class_scope, key, seen)
+        return memo[key]
+
+    def _class_module_evidence(self, class_scope, key: str, seen: set) -> bool:
+        if "methods" not in class_scope._memo:
+            class_scope._memo["methods"] = [
+                s for s in self.scopes.values() if s.class_scope is class_scope and s.kind == "function"
+            ]
+        if self._has_evidence_text() and any(
+                key in self._scope_module_evidence(scope) for scope in class_scope._memo["methods"]):
+            return True
+        for base in class_scope.node.bases:
+            base_name = dotted_name(base.value)
+            if base_name is None or base_name in ("object", "ABC", "nn.Module", "torch.nn.Module", "Module"):
+                continue
+            base_scope = self.class_named(base.value)
+            if base_scope is not None and base_scope.owner is not None and base_scope.owner.may_contain(key) \
+                    and self.class_module_evidence(base_scope, key, seen):
+                return True
+        return False
+
+    def _has_evidence_text(self) -> bool:
         memo = self.module_scope._memo
         if "evidence_text" not in memo:
             memo["evidence_text"] = self.source is None or any(
                 f".{method}(" in self.source for method in MODULE_EVIDENCE_METHODS
             )
-        if not memo["evidence_text"]:
-            return False
-        scopes = [ctx.scope]
-        class_scope = ctx.scope.class_scope
-        if key.startswith("self.") and class_scope is not None:
-            if "methods" not in class_scope._memo:
-                class_scope._memo["methods"] = [
-                    s for s in self.scopes.values() if s.class_scope is class_scope and s.kind == "function"
-                ]
-            scopes = class_scope._memo["methods"]
-        elif self.lookup(key.partition(".")[0], ctx) is None or ctx.scope.kind == "module":
-            scopes.append(self.module_scope)
-        return any(key in self._scope_module_evidence(scope) for scope in scopes)
+        return memo["evidence_text"]
 
     def _scope_module_evidence(self, scope) -> frozenset[str]:
         memo = scope._memo

@@ -161,6 +161,11 @@ class SummaryQueries:
         through an import of it from another project module (a package's re-export)."""
         bindings = self.module_scope.bindings.get(name)
         if not bindings:
+            # `from .base import *` in a package's __init__: the name may come from there
+            for module in self.star_imports if hops <= 2 else ():
+                found = project().definition(self, f"{module}.{name}", hops + 1)
+                if found is not None:
+                    return found
             return None
         binding = bindings[-1]
         if binding.kind in ("def", "class"):

@@ -47,6 +47,7 @@ class ModuleWalk:
         self.local_classes: dict[str, object] = {}
         self._order = 0
         self._attached_memo: dict[int, bool] = {}
+        self.star_imports: list[str] = []  # modules whose names `from m import *` brings in
         self._guard_end: dict[int, int] = {}  # id(If) -> the order of its last statement
         # calls taken as attached under a hypothesis (see ``attached_if_calls_are``)
         self._assumed_attached_calls: frozenset[int] = frozenset()
@@ -131,10 +132,12 @@ class ModuleWalk:
                     self.imports[root] = root
                     bound.append(root)
             return bound
-        if isinstance(node.names, cst.ImportStar):
-            return bound
         base = dotted_name(node.module) if node.module is not None else ""
         prefix = "." * len(node.relative) + (base or "")
+        if isinstance(node.names, cst.ImportStar):
+            if prefix not in self.star_imports:
+                self.star_imports.append(prefix)  # a package's `from .base import *`
+            return bound
         for alias in node.names:
             name = dotted_name(alias.name)
             if name is None:
