@@ -19,7 +19,7 @@ import functools
 
 from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
-from torchlint.analysis.syntax import call_name, dotted_name, is_test_file, last_part
+from torchlint.analysis.syntax import call_name, dotted_name, is_test_file, last_part, strip_pass_through
 from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, GradMode, is_clearing_call_name, name_words
 from torchlint.lazy import cst
 
@@ -194,6 +194,7 @@ class SummaryQueries:
         found = None
         for binding in bindings:
             value = binding.value if binding.kind == "assign" and not binding.element else None
+            value = strip_pass_through(value) if value is not None else None  # EdgeModel(config).to(device)
             if type(value) is not cst.Call:
                 return None
             scope = self.class_named(value.func, foreign)

@@ -117,6 +117,38 @@ class SFTTrainer:
             for batch in self.eval_loader:
                 self.model(batch.x)
 """,
+        """\
+def run(model, iterator, train_op, eval_steps):
+    def evaluate():
+        model.eval()
+        for batch in iterator.eval_batches():
+            model(batch)
+
+    model.train()
+    for step, batch in enumerate(iterator.train_batches()):
+        loss = model(batch).mean()
+        loss.backward()
+        train_op()  # the update a library built
+        if step % eval_steps == 0:
+            evaluate()  # expect: TL202
+""",
+        """\
+class Trainer:  # its own eval() method switches the model
+    def train(self, loader):
+        self.model.train()
+        for step, batch in enumerate(loader):
+            loss = self.model(batch).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            if step % 100 == 0:
+                self.eval()  # expect: TL202
+
+    def eval(self):
+        self.model.eval()
+        with torch.no_grad():
+            return [self.model(batch) for batch in self.val_batches]
+""",
     ]
     VALID = [
         """\
@@ -202,6 +234,15 @@ for epoch in range(epochs):
             if phase == "train":
                 loss.backward()
                 optimizer.step()
+""",
+        """\
+model.train()
+for x, y in loader:  # gradient inspection: nothing updates the weights
+    model.eval()
+    x.requires_grad_(True)
+    loss = criterion(model(x), y)
+    loss.backward()
+    saliency.update({"grad": x.grad.abs().mean().item()})
 """,
     ]
 
@@ -294,7 +335,10 @@ for epoch in range(epochs):
                 for stmt, ctx in analysis.statements_in_loop(loop)
                 for call in analysis.calls_in(stmt)
                 for callee in (analysis.called_function(call, ctx),)
-            )
+            ) or (analysis.loop_backpropagates(loop) and any(
+                # `loss.backward(); train_op()`: an update step a library built
+                _named_update(call) for stmt, _ in analysis.statements_in_loop(loop) for call in analysis.calls_in(stmt)
+            ))
         return loop._memo["tl202_trains"]
 
     def _inner_training_loop(self, loop, ctx: Context) -> bool:
@@ -391,7 +435,9 @@ class ModeSwitches:
         if own is not None:
             mode, receiver = own
             key = dotted_name(strip_pass_through(receiver))
-            if not self._not_a_model(key, receiver, ctx):
+            if key == "self" and not self.analysis.is_module_by_evidence(receiver, ctx):
+                pass  # a trainer's own `eval()` method: followed below like any other call
+            elif not self._not_a_model(key, receiver, ctx):
                 found.append((mode, key))
         if depth >= MAX_CALL_DEPTH or type(stmt) in (cst.FunctionDef, cst.ClassDef):
             memo[id(stmt)] = found
@@ -457,3 +503,20 @@ def _same_model(first: str | None, second: str | None) -> bool:
     if first is None or second is None:
         return True
     return first == second or first.startswith(second + ".") or second.startswith(first + ".")
+
+
+UPDATE_WORDS = frozenset({"train", "optim", "optimize", "optimizer", "update"})
+
+
+def _named_update(call) -> bool:
+    """``train_op()``, ``optimize_step()``, ``self.update_params()``: a call named for updating the
+    weights (not a scheduler's, an environment's or a progress bar's)."""
+    func = call.func
+    name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+    words = set(name_words(name))
+    if words & {"lr", "scheduler", "sched", "bar", "progress", "stats", "metrics", "ema"}:
+        return False
+    if not (words & UPDATE_WORDS - {"update"} or "update" in words and words & {"params", "parameters", "weights", "model", "step"}):
+        return False  # (a bare `update()` is a dict's or a meter's as often as not)
+    receiver = dotted_name(func.value) if type(func) is cst.Attribute else None
+    return receiver is None or not set(name_words(last_part(receiver))) & {"scheduler", "sched", "env", "pbar", "bar", "progress", "meter", "ema", "writer", "logger"}
