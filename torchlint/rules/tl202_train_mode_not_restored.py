@@ -244,6 +244,22 @@ for x, y in loader:  # gradient inspection: nothing updates the weights
     loss.backward()
     saliency.update({"grad": x.grad.abs().mean().item()})
 """,
+        """\
+class LoRATrainer:  # the text encoder of the pipeline is frozen: eval mode on purpose
+    def train_loop(self, loader):
+        for batch in loader:
+            loss = self.train_single(batch)
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+
+    def train_single(self, batch):
+        with torch.no_grad():
+            self.sd.text_encoder.eval()
+            embeds = self.sd.text_encoder(batch.prompt)
+        loss = self.sd.unet(batch.latents, embeds).mean()
+        loss.backward()
+        return loss.detach()
+""",
     ]
 
     def visit_For(self, node, ctx: Context) -> None:
@@ -389,8 +405,9 @@ for x, y in loader:  # gradient inspection: nothing updates the weights
                 callee = analysis.called_function(call, ctx)
                 if callee is None or not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
                     continue
-                if key.startswith("self.") and type(func) is cst.Attribute and dotted_name(func.value) == "self":
-                    return True
+                if key.startswith("self.") and key.count(".") == 1 and type(func) is cst.Attribute \
+                        and dotted_name(func.value) == "self":
+                    return True  # (`self.sd.text_encoder`, a part of a pipeline, may well be frozen)
                 if any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
                     return True
         return False

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys, name_words
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Move, statement_of_call
 from torchlint.rule import Rule
@@ -58,6 +58,11 @@ class ZeroGradBetweenBackwardAndStep(Rule):
         "`{zero_grad}` runs on every iteration but `{step}` only when `{guard}`, so the gradients "
         "accumulated over the other iterations are cleared before the step"
     )
+    WINDOW_MESSAGE = (
+        "`{zero_grad}` clears the gradients before this micro-batch's `backward()`, and `{step}` runs "
+        "{where}: the gradients accumulated over the earlier micro-batches never reach the step"
+    )
+    WINDOW_FIX = "clear the gradients right after `{step}` instead (or at the start of each accumulation window)"
     ACCELERATE_MESSAGE = (
         "`{zero_grad}` runs before `backward()` in every micro-step of `{block}`: on the micro-step "
         "that steps, it clears the gradients the earlier micro-steps accumulated"
@@ -115,6 +120,25 @@ for i, (x, y) in enumerate(loader):
     loss.backward()
     if (i + 1) % accum_steps == 0:
         optimizer.step()
+""",
+        """\
+for step, batch in enumerate(loader):
+    loss = criterion(model(batch.x), batch.y) / accumulation
+    if is_update_step(step):
+        optimizer.zero_grad()  # expect: TL502
+    scaler.scale(loss).backward()
+    if is_update_step(step):
+        scaler.step(optimizer)
+        scaler.update()
+""",
+        """\
+class Trainer:
+    def train_loop(self, batch_list):
+        for batch in batch_list:  # micro-batches of one update
+            self.optimizer.zero_grad(set_to_none=True)  # expect: TL502
+            loss = self.model(batch).mean()
+            loss.backward()
+        self.optimizer.step()
 """,
     ]
     VALID = [
@@ -190,6 +214,24 @@ for real, noise in loader:
     opt_g.zero_grad()
     opt_d.step()
 """,
+        """\
+for step, batch in enumerate(loader):
+    if step % accumulation == 0:  # the start of a window
+        optimizer.zero_grad()
+    loss = criterion(model(batch.x), batch.y) / accumulation
+    loss.backward()
+    if (step + 1) % accumulation == 0:  # its end
+        optimizer.step()
+""",
+        """\
+for attempt in range(3):  # retrying one step: each attempt starts afresh
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    if torch.isfinite(loss):
+        break
+optimizer.step()
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
@@ -202,6 +244,14 @@ for real, noise in loader:
             self.report(node, self.ACCUMULATION_MESSAGE.format(
                 zero_grad=text, step=self.code(accumulated[0], 50), guard=self.code(accumulated[1].test, 40)),
                 self.ACCUMULATION_FIX.format(zero_grad=text), autofix=self._autofix(node, accumulated[0], ctx))
+            return
+        found = self._same_test_step(call.func.value, ctx) or self._step_after_loop(call.func.value, ctx)
+        if found is not None:
+            step, where = found
+            text = self.code(call, 50)
+            # no fix: the right place depends on the other clearings around the step
+            self.report(node, self.WINDOW_MESSAGE.format(zero_grad=text, step=self.code(step, 50), where=where),
+                        self.WINDOW_FIX.format(zero_grad=text, step=self.code(step, 50)))
             return
         found = self._accumulate_block(node, ctx)
         if found is not None:
@@ -272,6 +322,77 @@ for real, noise in loader:
                     step = stmt_ctx.order
                     break
             return (item, False) if step is not None else None
+        return None
+
+    def _same_test_step(self, receiver, ctx: Context):
+        """(step call, where) when the ``zero_grad()`` runs under ``if T:`` before this
+        iteration's ``backward()``, and the step of an optimizer it clears runs after that
+        ``backward()`` under another ``if`` with the same test ``T`` (OneTrainer's
+        ``if self.__is_update_step(progress):`` on both sides): on the iteration that steps, the
+        gradients the other iterations accumulated are cleared right before the last
+        micro-batch's ``backward()``. (``if i % k == 0: zero_grad()`` at the start of a window
+        and ``if (i + 1) % k == 0: step()`` at its end are two different tests: correct.)"""
+        analysis = self.analysis
+        loop, guard = ctx.loop, ctx.guard
+        if loop is None or type(guard) is not cst.If or not analysis.loop_always_backpropagates(loop):
+            return None
+        if not self._boundary_test(guard.test, ctx):
+            return None  # `if args.use_optimizer:` holds on every iteration or on none
+        test = self.code(guard.test, 10_000)
+        backward = None
+        for stmt, stmt_ctx in analysis.statements_in_loop(loop):
+            if stmt_ctx.order <= ctx.order or stmt_ctx.loop is not loop:
+                continue
+            if backward is None:
+                if stmt_ctx.guard is None and analysis.statement_backpropagates(stmt, stmt_ctx):
+                    backward = stmt_ctx.order
+                continue
+            other = stmt_ctx.guard
+            if type(other) is not cst.If or other is guard or self.code(other.test, 10_000) != test:
+                continue
+            for inner in analysis.calls_in(stmt):
+                optimizer = analysis.stepped_optimizer(inner, stmt_ctx)
+                if optimizer is not None and self._clears(receiver, optimizer, stmt_ctx):
+                    return inner, f"under the same `if {self.code(guard.test, 40)}:` after this iteration's `backward()`"
+        return None
+
+    def _boundary_test(self, test, ctx: Context) -> bool:
+        """Does an ``if`` test say "this iteration ends an accumulation window": an
+        accumulation test (``(i + 1) % k == 0``, a name with "accum" or "sync"), or a name saying
+        update or step (``self.__is_update_step(progress)``, ``should_step``)?"""
+        if self.analysis.is_accumulation_test(test, ctx):
+            return True
+        for node in iter_expression_nodes(test):
+            name = node.attr.value if type(node) is cst.Attribute else node.value if type(node) is cst.Name else None
+            if name is not None and {"update", "step"} & set(name_words(name)):
+                return True
+        return False
+
+    def _step_after_loop(self, receiver, ctx: Context):
+        """(step call, where) when the ``zero_grad()`` runs on every pass of a loop over
+        micro-batches that each backpropagate, and the step of an optimizer it clears comes
+        after that loop (``for batch in batch_list: opt.zero_grad(); loss =
+        self.train_single(batch)``, then ``opt.step()``): only the last micro-batch's gradients
+        reach the step. A loop that can ``break`` (retrying a step) is left alone."""
+        analysis = self.analysis
+        loop = ctx.loop
+        if loop is None or loop.implicit is not None or not analysis.runs_every_iteration(ctx) \
+                or not analysis.loop_always_backpropagates(loop):
+            return None
+        if any(type(node) is cst.Break for node in iter_expression_nodes(loop.node.body)):
+            return None
+        outer = ctx.loops[:-1]
+        for stmt, stmt_ctx in loop.scope.statements:
+            if stmt_ctx.order <= loop.end or stmt_ctx.scope is not loop.scope or stmt_ctx.loops != outer:
+                continue
+            calls = analysis.calls_in(stmt)
+            if any(type(call.func) is cst.Attribute and call.func.attr.value == "zero_grad" for call in calls) \
+                    or analysis.statement_backpropagates(stmt, stmt_ctx):
+                return None  # cleared or recomputed before any step
+            for inner in calls:
+                optimizer = analysis.stepped_optimizer(inner, stmt_ctx)
+                if optimizer is not None and self._clears(receiver, optimizer, stmt_ctx):
+                    return inner, "after the loop"
         return None
 
     def _autofix(self, node, step, ctx: Context) -> Fix | None:
