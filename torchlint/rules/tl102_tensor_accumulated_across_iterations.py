@@ -117,6 +117,20 @@ for minibatch in batch.split(64):
     optim.step(loss)  # a wrapper: backward, step and zero_grad inside
     total += loss  # expect: TL102
 """,
+        """\
+loss_ema = None
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    if loss_ema is None:
+        loss_ema = loss
+    else:
+        loss_ema = 0.98 * loss_ema + 0.02 * loss  # expect: TL102
+    if loss_ema < threshold:
+        break
+""",
     ]
     VALID = [
         """\
@@ -178,6 +192,25 @@ def train_epoch(model, loader, optimizer):
         meter.update(loss, len(x))
         loss.backward()
         optimizer.step()
+""",
+        """\
+loss_ema = None
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
+""",
+        """\
+running_mfu = -1.0
+for x, y in loader:
+    loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    mfu = model.estimate_mfu(batch_size, dt)  # a number the model computes about itself
+    running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
 """,
     ]
 
@@ -245,6 +278,10 @@ def train_epoch(model, loader, optimizer):
             terms = _sum_terms(value)
             if any(dotted_name(term) == key for term in terms):
                 return [term for term in terms if dotted_name(term) != key]
+            # a moving average: `ema = beta * ema + (1 - beta) * loss`
+            scaled = [term for term in terms if _scales(term, key)]
+            if scaled:
+                return [term for term in terms if not any(term is other for other in scaled)]
             return []
         if type(value) is cst.Call:
             name = self.analysis.qualified_name(value.func) or ""
@@ -265,7 +302,9 @@ def train_epoch(model, loader, optimizer):
         loop = ctx.loop
         if loop.implicit is not None and "(" not in key and not analysis.outlives_call(key, ctx):
             return  # a per-step function's local: gone when the call returns
-        resets = analysis.resets_in_loop(key, loop)
+        # (`if ema is None: ema = loss` / `else: ema = beta * ema + ...` starts the sum, it does not reset it)
+        resets = [reset for reset in analysis.resets_in_loop(key, loop)
+                  if not analysis.exclusive_branches(reset.stmt, node, ctx.scope)]
         if any(reset.ctx.order < ctx.order and reset.ctx.guard is None and len(reset.ctx.loops) == len(ctx.loops)
                for reset in resets):
             return  # started afresh every iteration: the sum spans one iteration only
@@ -291,3 +330,9 @@ def _sum_terms(expr) -> list:
         return _sum_terms(expr.left) + _sum_terms(expr.right)
     return [expr]
 
+
+
+def _scales(term, key: str) -> bool:
+    """Is ``term`` the accumulator ``key`` times a factor: ``beta * ema``, ``ema * 0.9``?"""
+    return (type(term) is cst.BinaryOperation and type(term.operator) in (cst.Multiply, cst.Divide)
+            and key in (dotted_name(term.left), dotted_name(term.right)))
