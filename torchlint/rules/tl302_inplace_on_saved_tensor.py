@@ -245,6 +245,19 @@ for x, y in loader:
     loss = F.mse_loss(head(x) + gated, y)
     loss.backward()
 """,
+        """\
+from mmcv.cnn import ConvModule
+
+class PositionAttention(nn.Module):
+    def __init__(self, channels, act_cfg=dict(type="ReLU")):
+        super().__init__()
+        self.pre_conv = ConvModule(channels, channels, 3, padding=1, act_cfg=act_cfg)
+
+    def forward(self, x, pos):
+        x = self.pre_conv(x)
+        x += pos  # expect: TL302
+        return x
+""",
     ]
     VALID = [
         """\
@@ -362,6 +375,22 @@ class PreNormBlock(nn.Module):
         h = x * 2
         h.add_(1)
         return h
+""",
+        """\
+from mmcv.cnn import ConvModule
+
+class FPN(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.lateral = ConvModule(channels, channels, 1, act_cfg=None)  # no activation
+        self.smooth = ConvModule(channels, channels, 3, padding=1, act_cfg=dict(type="GELU"))
+
+    def forward(self, x, top):
+        lateral = self.lateral(x)
+        lateral += top
+        smoothed = self.smooth(lateral)
+        smoothed += top  # GELU saves its input, not its output
+        return smoothed
 """,
     ]
 
@@ -563,13 +592,15 @@ class PreNormBlock(nn.Module):
             value = analysis.parameter_default(analysis.lookup(value.value, binding.ctx))
         if type(value) is not cst.Call:
             return None
-        return self._saving_constructor(value, 0)
+        return self._saving_constructor(value, 0, binding.ctx)
 
-    def _saving_constructor(self, constructor, depth: int) -> tuple[str, bool] | None:
+    def _saving_constructor(self, constructor, depth: int, ctx: Context | None = None) -> tuple[str, bool] | None:
         """(op, whether layers with parameters feed it) for ``nn.Sigmoid()``, or for an
         ``nn.Sequential(...)`` whose last layer is one: its output is the output the activation
         saved, computed from the layers before it."""
         qualified = self.analysis.qualified_name(constructor.func) or ""
+        if qualified.startswith(MMCV_PREFIXES) and last_part(qualified) == "ConvModule":
+            return self._conv_module(constructor, depth, ctx)
         if not qualified.startswith("torch.nn."):
             return self._project_block(constructor, depth)
         if last_part(qualified) == "Sequential" and depth < MAX_ALIAS_DEPTH:
@@ -591,6 +622,39 @@ class PreNormBlock(nn.Module):
         if last_part(qualified) not in OUTPUT_SAVING_MODULES:
             return None  # (an inplace=True ReLU saves its result all the same: `x = self.relu(x); x += y` raises)
         return f"{dotted_name(constructor.func)}()", False
+
+    def _conv_module(self, constructor, depth: int, ctx: Context | None) -> tuple[str, bool] | None:
+        """(op, True) for OpenMMLab's ``ConvModule(...)`` when its last layer is an activation
+        that saves its output: conv, norm, act in that order by default, and the activation is
+        ``dict(type="ReLU")`` unless ``act_cfg`` says otherwise (``act_cfg=None``: none)."""
+        order = keyword_argument(constructor, "order")
+        if order is not None and not (type(order) in (cst.Tuple, cst.List) and order.elements
+                                      and _string(order.elements[-1].value) == "act"):
+            return None
+        activation = self._activation_type(keyword_argument(constructor, "act_cfg"), depth, ctx) \
+            if any(arg.keyword is not None and arg.keyword.value == "act_cfg" for arg in constructor.args) else "ReLU"
+        if activation not in CONV_MODULE_SAVING_ACTIVATIONS:
+            return None
+        return f"ConvModule(...) (its forward ends in {activation})", True
+
+    def _activation_type(self, config, depth: int, ctx: Context | None) -> str | None:
+        """The ``type`` of an OpenMMLab activation config: ``dict(type="ReLU")``, ``{"type":
+        "ReLU"}``, or a name bound to one (a local, a parameter's default); None when it is
+        ``None`` or unknown."""
+        if depth > MAX_ALIAS_DEPTH or config is None:
+            return None
+        if type(config) is cst.Call and dotted_name(config.func) == "dict":
+            return _string(keyword_argument(config, "type"))
+        if type(config) is cst.Dict:
+            return next((_string(element.value) for element in config.elements
+                         if type(element) is cst.DictElement and _string(element.key) == "type"), None)
+        if type(config) is cst.Name and ctx is not None:
+            binding = self.analysis.lookup(config.value, ctx)
+            if binding is not None and binding.kind == "assign" and not binding.element:
+                return self._activation_type(binding.value, depth + 1, binding.ctx)
+            if binding is not None and binding.kind == "param":
+                return self._activation_type(self.analysis.parameter_default(binding), depth + 1, binding.ctx)
+        return None
 
     def _project_block(self, constructor, depth: int) -> tuple[str, bool] | None:
         """(op, True) for a module class of the project (this file or another) whose
@@ -989,3 +1053,17 @@ def _inplace_true(call) -> bool:
     """Does the call pass ``inplace=True``?"""
     flag = keyword_argument(call, "inplace")
     return type(flag) is cst.Name and flag.value == "True"
+
+
+# OpenMMLab's ConvModule (conv, norm, activation in one module) and the activations it can end
+# in that save their output for backward (its ReLU-family activations run in place, and an
+# in-place ReLU saves its result all the same).
+MMCV_PREFIXES = ("mmcv.", "mmengine.", "mmdet.", "mmseg.", "mmpose.", "mmocr.", "mmdet3d.")
+CONV_MODULE_SAVING_ACTIVATIONS = frozenset({"ReLU", "LeakyReLU", "Sigmoid", "Tanh", "ELU"})
+
+
+def _string(expr) -> str | None:
+    if type(expr) is cst.SimpleString:
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
