@@ -258,6 +258,24 @@ class PositionAttention(nn.Module):
         x += pos  # expect: TL302
         return x
 """,
+        """\
+from mmcv.cnn import ConvModule
+
+class FPNF(nn.Module):
+    def __init__(self, in_channels, out_channels, act_cfg=dict(type="ReLU")):
+        super().__init__()
+        self.lateral_convs = nn.ModuleList()
+        for channels in in_channels:
+            conv = ConvModule(channels, out_channels, 1, act_cfg=act_cfg)
+            self.lateral_convs.append(conv)
+
+    def forward(self, inputs):
+        laterals = [conv(inputs[i]) for i, conv in enumerate(self.lateral_convs)]
+        for i in range(len(laterals) - 1, 0, -1):
+            laterals[i - 1] += F.interpolate(laterals[i], size=laterals[i - 1].shape[2:])  # expect: TL302
+            laterals[i - 1] = self.smooth(laterals[i - 1])
+        return torch.cat(laterals, 1)
+""",
     ]
     VALID = [
         """\
@@ -392,6 +410,24 @@ class FPN(nn.Module):
         smoothed += top  # GELU saves its input, not its output
         return smoothed
 """,
+        """\
+from mmcv.cnn import ConvModule
+
+class FPNF(nn.Module):
+    def __init__(self, in_channels, out_channels, act_cfg=None):
+        super().__init__()
+        self.lateral_convs = nn.ModuleList()
+        for channels in in_channels:
+            conv = ConvModule(channels, out_channels, 1, act_cfg=act_cfg)
+            self.lateral_convs.append(conv)
+
+    def forward(self, inputs):
+        laterals = [conv(inputs[i]) for i, conv in enumerate(self.lateral_convs)]
+        for i in range(len(laterals) - 1, 0, -1):
+            laterals[i - 1] += F.interpolate(laterals[i], size=laterals[i - 1].shape[2:])  # no activation: nothing saved its output
+            laterals[i - 1] = self.smooth(laterals[i - 1])
+        return torch.cat(laterals, 1)
+""",
     ]
 
     def check_mutation(self, node, ctx: Context) -> None:
@@ -409,6 +445,8 @@ class FPN(nn.Module):
             key = dotted_name(base) if base is not None else None
             if key is None:
                 continue
+            if type(node) is cst.Assign and self._python_list(key, ctx):
+                continue  # `laterals[i] = conv(laterals[i])` replaces an element of a list
             split = self._split_view(key, ctx, 0)
             if split is not None and self.analysis.grad_enabled(ctx):
                 name = self.code(base, 30)
@@ -546,8 +584,54 @@ class FPN(nn.Module):
         if type(value) is cst.Call:
             op = self._saving_op(value, binding.ctx)
             return (op, binding) if op is not None else None
+        if type(value) is cst.ListComp:  # laterals = [conv(x[i]) for i, conv in enumerate(self.lateral_convs)]
+            op = self._element_saving_op(value, binding.ctx)
+            return (op, binding) if op is not None else None
         alias = dotted_name(value) if value is not None else None
         return self._saved_origin(alias, binding.ctx, depth + 1) if alias else None
+
+    def _python_list(self, key: str, ctx: Context) -> bool:
+        binding = self.analysis.lookup(key, ctx)
+        return binding is not None and binding.kind == "assign" and type(binding.value) in (cst.ListComp, cst.List)
+
+    def _element_saving_op(self, comprehension, ctx: Context) -> str | None:
+        """The op when every element of a list comprehension is the output of a layer, from a
+        layer container, that saves its output: ``[conv(inputs[i]) for i, conv in
+        enumerate(self.lateral_convs)]`` with ``self.lateral_convs.append(ConvModule(...))``
+        in ``__init__`` (an FPN's laterals, which its top-down path adds into in place)."""
+        element = comprehension.elt
+        loop = comprehension.for_in
+        if type(element) is not cst.Call or type(element.func) is not cst.Name or loop.inner_for_in is not None:
+            return None
+        layer, iterable, target = element.func.value, loop.iter, loop.target
+        if type(iterable) is cst.Call and dotted_name(iterable.func) == "enumerate" and iterable.args \
+                and type(target) is cst.Tuple and len(target.elements) == 2:
+            iterable, target = iterable.args[0].value, target.elements[1].value
+        if type(target) is not cst.Name or target.value != layer:
+            return None
+        container = dotted_name(iterable)
+        class_scope = ctx.scope.class_scope
+        if container is None or not container.startswith("self.") or class_scope is None:
+            return None
+        constructors = []
+        for method in self.analysis.scopes.values():
+            if method.class_scope is not class_scope or method.kind != "function":
+                continue
+            for stored in method.stores.get(container, ()):
+                if type(stored) is cst.Name:
+                    bindings = [b for b in method.bindings.get(stored.value, ()) if b.kind == "assign" and not b.element]
+                    if len(bindings) != 1:
+                        return None
+                    constructors.append((bindings[0].value, bindings[0].ctx))
+                else:
+                    constructors.append((stored, None))
+        ops = []
+        for constructor, constructor_ctx in constructors:
+            found = self._saving_constructor(constructor, 0, constructor_ctx) if type(constructor) is cst.Call else None
+            if found is None:
+                return None
+            ops.append(found[0])
+        return f"{ops[0]} in `{container}`" if ops else None
 
     def _saving_op(self, call, ctx: Context) -> str | None:
         """The op name when ``call`` runs an output-saving op, with autograd recording, on an
