@@ -256,7 +256,9 @@ class InPlaceQueries:
         for key, entries in list(switches.items()):
             for ctx, enabled in entries:
                 binding = self.lookup(key, ctx) if not enabled and "." not in key else None
-                if binding is not None and binding.kind == "for":
+                # (`for n, p in self.named_parameters(): if n.startswith(prefix): p.requires_grad
+                # = False` freezes some parameters, not the owner)
+                if binding is not None and binding.kind == "for" and ctx.guard is None:
                     owner = _parameters_owner(binding.value)
                     if owner is not None:
                         switches[owner].append((ctx, False))

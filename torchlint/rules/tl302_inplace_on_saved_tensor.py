@@ -276,6 +276,24 @@ class FPNF(nn.Module):
             laterals[i - 1] = self.smooth(laterals[i - 1])
         return torch.cat(laterals, 1)
 """,
+        """\
+class Encoder(nn.Module):
+    def __init__(self, dim, kernel):
+        super().__init__()
+        self.pos_conv = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=16)
+        self.pos_conv = nn.utils.weight_norm(self.pos_conv, name="weight", dim=2)
+        self.pos_conv = nn.Sequential(self.pos_conv, nn.GELU())
+
+    def freeze_first(self, prefixes):  # some parameters only
+        for name, p in self.named_parameters():
+            if name.startswith(prefixes):
+                p.requires_grad = False
+
+    def forward(self, x):
+        x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
+        x += x_conv  # expect: TL302
+        return self.layers(x)
+""",
     ]
     VALID = [
         """\
@@ -427,6 +445,23 @@ class FPNF(nn.Module):
             laterals[i - 1] += F.interpolate(laterals[i], size=laterals[i - 1].shape[2:])  # no activation: nothing saved its output
             laterals[i - 1] = self.smooth(laterals[i - 1])
         return torch.cat(laterals, 1)
+""",
+        """\
+class Encoder(nn.Module):
+    def __init__(self, dim, kernel):
+        super().__init__()
+        self.pos_conv = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=16)
+        self.pos_conv = nn.utils.weight_norm(self.pos_conv, name="weight", dim=2)
+        self.pos_conv = nn.Sequential(self.pos_conv, nn.GELU())
+
+    def freeze(self):  # the whole encoder: nothing requires grad
+        for p in self.parameters():
+            p.requires_grad = False
+
+    def forward(self, x):
+        x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
+        x += x_conv
+        return self.layers(x)
 """,
     ]
 
@@ -927,15 +962,39 @@ class FPNF(nn.Module):
         binding = analysis.lookup(key, ctx)
         if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
             return False
-        constructor = binding.value
+        return self._input_saving_constructor(binding.value, binding, 0) and not self._frozen(key, ctx)
+
+    def _input_saving_constructor(self, constructor, binding: Binding, depth: int) -> bool:
+        """Does the layer ``constructor`` builds save its input: a ``torch.nn`` layer with a
+        weight (``nn.Conv1d(...)``), also wrapped (``nn.utils.weight_norm(conv)``) or first in
+        an ``nn.Sequential``, or an earlier binding of the name it is given (``self.pos_conv =
+        nn.Sequential(self.pos_conv, SamePad(k), nn.GELU())``)?"""
+        analysis = self.analysis
+        if depth > MAX_ALIAS_DEPTH:
+            return False
+        if type(constructor) in (cst.Name, cst.Attribute):
+            key = dotted_name(constructor) or ""
+            scope = binding.ctx.scope
+            owner = scope.class_scope if key.startswith("self.") and scope.class_scope is not None else scope
+            earlier = [b for b in owner.bindings.get(key, ()) if b.kind == "assign" and not b.element
+                       and b.ctx.order < binding.ctx.order and b.ctx.scope is scope]
+            return bool(earlier) and self._input_saving_constructor(earlier[-1].value, earlier[-1], depth + 1)
+        if type(constructor) is not cst.Call:
+            return False
         qualified = analysis.qualified_name(constructor.func) or ""
-        if not qualified.startswith("torch.nn.") or last_part(qualified) not in INPUT_SAVING_LAYERS:
+        if not qualified.startswith("torch.nn."):
+            return False
+        name = last_part(qualified)
+        arguments = call_arguments(constructor)
+        if name in ("Sequential", "weight_norm", "spectral_norm") and not any(arg.star for arg in constructor.args):
+            return bool(arguments) and self._input_saving_constructor(arguments[0], binding, depth + 1)
+        if name not in INPUT_SAVING_LAYERS:
             return False
         for flag in ("affine", "elementwise_affine"):
             value = keyword_argument(constructor, flag)
             if value is not None and not (type(value) is cst.Name and value.value == "True"):
                 return False
-        return not self._frozen(key, ctx)
+        return True
 
     def _frozen(self, key: str, ctx: Context) -> bool:
         """Does the module switch ``requires_grad`` off for ``key`` or what holds it? A switch on
