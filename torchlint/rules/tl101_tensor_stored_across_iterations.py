@@ -43,7 +43,12 @@ class TensorStoredAcrossIterations(Rule):
     loop bodies (a `training_step` appending to `self.outputs`), and calls of functions and
     methods of this file are followed (a helper that returns the loss, a dict or a tuple
     holding it); values from calls into other files count as detached, unless the function
-    backpropagates them.
+    backpropagates them. A call that hands an attached tensor to a method of an object of
+    another module of the project which appends it to a list of the instance
+    (`history.log(loss)` with `self.values.append(value)`) is reported at the call, when the
+    object outlives the iteration; methods registered as module hooks are per-step code, and
+    a forward hook's output is attached where the module also backpropagates or registers
+    backward hooks (Grad-CAM), unless another hook pops what it pushes.
     """
 
     CODE = "TL101"

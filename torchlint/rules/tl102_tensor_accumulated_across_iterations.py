@@ -33,8 +33,10 @@ class TensorAccumulatedAcrossIterations(Rule):
     detaching (the caller may backpropagate it). An accumulator reset inside a loop that
     backpropagates every step holds only a few graph nodes since the last reset and is not
     reported either; the same reset in a loop without `backward()` still holds whole graphs.
-    Running sums kept per name (`totals[name] += loss`) and inside methods of a metric object
-    the loop calls (`meter.update(loss)` doing `self.sum += value`) are accumulators too; a
+    Running sums kept per name (`totals[name] += loss`), moving averages (`ema = 0.98 * ema +
+    0.02 * loss`) and sums inside methods of a metric object the loop calls (`meter.update(loss)`
+    doing `self.sum += value`, also when the class is in another module of the project: then
+    the call is reported) are accumulators too; a
     loop that hands the loss to an optimizer wrapper (`optim.step(loss)`) backpropagates.
     Nothing is reported under `torch.no_grad()` / `torch.inference_mode()` or in Lightning
     `validation_step` / `test_step` / `predict_step`.
