@@ -113,6 +113,10 @@ class EvalWithoutNoGrad(Rule):
     program shows no graph can exist (`out.numpy()` without a detach would raise), when its
     name says it computes gradients (`grad`, `saliency`, `jacobian`) or builds something
     (`build`, `make`, `create`, `init`: a one-off forward pass that learns shapes).
+    Inference code that a training loop also calls (an RL rollout collecting data) is reported
+    at its own first forward pass, and its callers are not; a function only evaluation loops
+    call is reported at those calls. A class that only unfreezes parameters (`p.requires_grad
+    = True`) is no evidence of input gradients.
 
     Unit tests: in test files (under a `tests/` or `test/` directory, or named `test_*.py` /
     `*_test.py` / `conftest.py`), a name that says "test" is a pytest test, not an evaluation

@@ -44,7 +44,9 @@ class TrainModeNotRestored(Rule):
     epochs - 1:` or a test naming the last / final pass, or followed by `break` / `return`),
     models the loop does not train (a DQN target network switched to `.eval()` and only
     called under `no_grad`), models built afresh in every iteration, loops that backpropagate
-    without stepping an optimizer (gradient inspection), and `.eval()` on datasets or optimizers. A loop that restores
+    without stepping an optimizer (gradient inspection; a call named for the update after
+    `backward()`, `train_op()`, or a strategy's `optimizer_step(optimizer, ...)` counts as
+    stepping), and `.eval()` on datasets or optimizers. A loop that restores
     the mode through a helper in another file (a framework's `fit`) is assumed not to: such
     code calls `.eval()` through the framework too, which is not followed either.
     """

@@ -81,13 +81,17 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     `y.log1p() if self.training else y.log1p_()`: nobody backpropagates there), and for ops
     that save their input rather than their output (`pow`, `log`, `gelu`, `silu`, `elu`,
     `softplus`, `leaky_relu`, `hardtanh`, linear layers...) beyond those listed above.
+    OpenMMLab's `ConvModule` counts as ending in its activation (ReLU unless `act_cfg` says
+    otherwise, `act_cfg=None` for none), also as the layers of a container a list
+    comprehension runs (an FPN's `laterals[i - 1] += ...`).
     Saved inputs: addition and subtraction save nothing and a constant factor (`h * 2`)
     saves nothing either (measured), so neither is reported; the op and the change must be
     in the same function with the tensor not rebound in between (`x = x.clone()`), a
     `backward()` between them spends the graph and ends the search, an augmented assignment
     on a name not known to hold a tensor (`alpha *= 0.9` after `h * alpha`) is not reported,
     layers are recognised only when bound to a `torch.nn` constructor (`self.norm =
-    nn.LayerNorm(d)`, not `norm_layer(d)`), `a[1]` counts as a view of `a` only when `a` is a
+    nn.LayerNorm(d)`, also wrapped by `weight_norm` or first in an `nn.Sequential`; not
+    `norm_layer(d)`), `a[1]` counts as a view of `a` only when `a` is a
     tensor by evidence (it may be an element of a list), and a leaf that requires grad
     changed with autograd recording is TL301's finding.
     """

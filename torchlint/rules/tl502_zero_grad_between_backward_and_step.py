@@ -35,6 +35,11 @@ class ZeroGradBetweenBackwardAndStep(Rule):
     optimizer was built from that model's parameters, or when it is the only optimizer the
     function steps.
 
+    Gradient accumulation, by window: a `zero_grad()` under the same update-step test as the
+    step (`if is_update_step(i):` on both sides) but before this micro-batch's `backward()`,
+    or at the top of a loop over micro-batches whose step comes after the loop, clears what
+    the earlier micro-batches accumulated (a loop that can `break`, retrying a step, is left
+    alone; a test that does not say "boundary", `if optimizer:`, is not such a window).
     Gradient accumulation: a `zero_grad()` that runs on every iteration of a loop (or of a
     per-step hook such as `training_step`) that backpropagates on every iteration, while the
     step of that optimizer runs only under an accumulation test (`if (i + 1) % k == 0:`, a
