@@ -22,6 +22,14 @@ LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
 DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+# A module that asks for gradients of inputs or outputs (not the old `autograd.Variable`).
+INPUT_GRADIENT_RE = re.compile(
+    r"requires_grad_\((?!\s*False)|requires_grad\s*=\s*True|stop_gradient\s*=\s*False|autograd\.(?!Variable\b)|jacobian|hessian|vjp|jvp")
+# Names of functions whose one forward pass after `.eval()` is a dry run, not inference.
+DRY_RUN_WORDS = frozenset({
+    "export", "exporter", "onnx", "trace", "tracing", "script", "jit", "compile", "summary", "profile", "benchmark", "flops",
+    "warmup", "warm", "dummy", "check", "verify", "shape", "shapes", "convert", "fuse", "calibrate", "quantize",
+})
 BUILDER_WORDS = frozenset({"build", "builder", "make", "create", "construct", "setup", "init", "initialize", "initialise"})
 GRADIENT_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "saliency", "jacobian", "hessian"})
 # Names of a module's methods that produce results step by step for their caller.
@@ -98,7 +106,10 @@ class EvalWithoutNoGrad(Rule):
     `.generate()` / `.encode()`, and Ultralytics `YOLO(...)` wrappers, whose call predicts
     under `inference_mode`; a single forward pass outside any loop of a function no loop
     calls (a dry run, or per-sample prediction whose caller is in another file), or inside a
-    retry loop (`while retries:`). A function named like evaluation stops being evaluation
+    retry loop (`while retries:`), unless the function itself switched that very model to
+    `.eval()` and uses the result (`model.eval(); output = model(img)`: an inference entry
+    point; not in tests, functions or classes named for exporting, tracing or profiling, or
+    modules that ask for input gradients). A function named like evaluation stops being evaluation
     code at its first `.train()` (`.train(flag)` with a variable switches nothing that can be
     known). A training call on the other branch of the `if` that switched to `.eval()`
     (`if train: model.train() else: model.eval()` … `if train: loss.backward()`) does not make
@@ -341,6 +352,24 @@ class SequenceModel(nn.Module):
             outputs.append(y.detach().cpu().numpy())
         return outputs
 """,
+        """\
+def do_detect(model, img, conf_thresh):
+    model.eval()
+    img = torch.from_numpy(img).float().div(255.0).unsqueeze(0)
+    output = model(img)  # expect: TL201
+    return post_process(output, conf_thresh)
+""",
+        """\
+class Unet(nn.Module):
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+    def predict(self, x):
+        if self.training:
+            self.eval()
+        x = self.forward(x)  # expect: TL201
+        return self.activation(x)
+""",
     ]
     VALID = [
         """\
@@ -501,6 +530,21 @@ class VariationalTrainer:
         samples, log_q = self.q.sample_and_log_prob((n or self.n,))
         elbo = self.potential(samples) - log_q
         return elbo
+""",
+        """\
+def export_onnx(model, path):
+    model.eval()
+    dummy = torch.randn(1, 3, 224, 224)
+    y = model(dummy)  # a dry run before exporting
+    torch.onnx.export(model, dummy, path)
+    return y.shape
+""",
+        """\
+def residual(net, x):  # a PDE residual needs the derivatives of the output
+    net.eval()
+    x = x.requires_grad_()
+    u = net(x)
+    return torch.autograd.grad(u.sum(), x, create_graph=True)[0]
 """,
     ]
 
@@ -1032,6 +1076,9 @@ class VariationalTrainer:
             if call is None and not strict:
                 # a helper that loops over the batches itself: `run_epoch(model, val_data)`
                 call = next((call for call in self.analysis.calls_in(stmt) if self._loops_forward(call, ctx)), None)
+            if call is None and not repeated and not strict:
+                # `model.eval()` then `output = model(img)`: an inference entry point, run once
+                call = self._switched_model_run(stmt, ctx, scope, inside)
             if call is None:
                 continue
             for region in inside:
@@ -1039,6 +1086,38 @@ class VariationalTrainer:
                     trains[region] = self._trains(scope, region)
                 if not trains[region]:
                     return stmt, call
+        return None
+
+    def _switched_model_run(self, stmt, ctx: Context, scope, regions):
+        """The forward call of a statement that runs, once, the very model the function itself
+        switched to ``.eval()`` at the start of the region (``model.eval()`` … ``output =
+        model(img)``; ``self.eval()`` … ``x = self.forward(x)``), and whose result is used: an
+        inference entry point (``predict``, ``do_detect``). A bare ``model(dummy)`` is a dry run;
+        tests, and functions named for exporting, tracing or profiling, are left alone."""
+        analysis = self.analysis
+        if type(stmt) not in (cst.Assign, cst.AnnAssign, cst.Return) or is_test_file(analysis.path):
+            return None
+        names = [scope.name] + ([scope.parent.name] if scope.parent is not None and scope.parent.kind == "class" else [])
+        if scope.kind != "function" or any(DRY_RUN_WORDS & set(name_words(name)) for name in names):
+            return None
+        if analysis.source is not None and INPUT_GRADIENT_RE.search(analysis.source):
+            return None  # derivatives of the outputs (a PINN's operators) may need the graph
+        switches = scope._memo.get("tl201_switches", {})
+        switched = set()
+        for start, _ in regions:
+            switch = _mode_switch(switches[start]) if start in switches else None
+            if switch is not None and switch[0] == "eval":
+                key = dotted_name(strip_pass_through(switch[1]))
+                if key is not None:
+                    switched.add(key)
+        if not switched:
+            return None
+        for call in analysis.calls_in(stmt):
+            func = call.func
+            target = func.value if type(func) is cst.Attribute and func.attr.value == "forward" else func
+            key = dotted_name(target)
+            if key in switched and self._is_forward(call, ctx):
+                return call
         return None
 
     def _runs_per_step(self, scope, depth: int = 0) -> bool:
