@@ -30,6 +30,9 @@ DETACHING_HELPER_WORDS = frozenset({"detach", "detached", "numpy", "np", "cpu", 
 NEUTRAL_BASES = frozenset({
     "object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol",
     "nn.Module", "Module", "torch.nn.Module", "torch.nn.modules.module.Module",
+    # scikit-learn's estimator bases: model selection calls `predict`/`predict_proba` as they are
+    "BaseEstimator", "sklearn.base.BaseEstimator", "ClassifierMixin", "sklearn.base.ClassifierMixin",
+    "RegressorMixin", "sklearn.base.RegressorMixin", "TransformerMixin", "sklearn.base.TransformerMixin",
 })
 # reaches_call's questions: the predicate (a method of the analysis) each one asks of a call
 REACHED_CALLS = {

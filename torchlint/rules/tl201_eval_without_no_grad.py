@@ -370,6 +370,20 @@ class Unet(nn.Module):
         x = self.forward(x)  # expect: TL201
         return self.activation(x)
 """,
+        """\
+from sklearn.base import BaseEstimator
+
+class TorchEstimator(BaseEstimator):  # scikit-learn calls predict_proba as it is
+    def predict_proba(self, loader):
+        self.model.eval()
+        predictions = []
+        for x, _ in loader:
+            predictions.append(self._predict_proba(x))  # expect: TL201
+        return torch.cat(predictions)
+
+    def _predict_proba(self, x):
+        return F.softmax(self.model(x.to(self.device)), dim=1)  # expect: TL201
+""",
     ]
     VALID = [
         """\
