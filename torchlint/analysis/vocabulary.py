@@ -80,6 +80,8 @@ MODULE_EVIDENCE_METHODS = (
 COMPUTING_METHOD_WORDS = frozenset({
     "predict", "prediction", "evaluate", "evaluation", "infer", "inference", "decode", "denoise",
     "reconstruct", "sample",
+    # a named variant of the forward pass: `model.incremental_forward(x, T)`, `forward_features(x)`
+    "forward",
     # a model's own objective: `net.loss(theta, x)`, `model.calculate_loss(batch)`, `flow.log_prob(x)`
     "loss", "losses", "nll", "elbo", "logprob", "likelihood",
 })

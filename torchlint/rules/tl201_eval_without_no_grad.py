@@ -384,6 +384,12 @@ class TorchEstimator(BaseEstimator):  # scikit-learn calls predict_proba as it i
     def _predict_proba(self, x):
         return F.softmax(self.model(x.to(self.device)), dim=1)  # expect: TL201
 """,
+        """\
+def eval_model(model, initial_input, length):  # run every N steps of training
+    model.eval()
+    y_hat = model.incremental_forward(initial_input, T=length)  # expect: TL201
+    return y_hat.view(-1).cpu().data.numpy()
+""",
     ]
     VALID = [
         """\
@@ -559,6 +565,17 @@ def residual(net, x):  # a PDE residual needs the derivatives of the output
     x = x.requires_grad_()
     u = net(x)
     return torch.autograd.grad(u.sum(), x, create_graph=True)[0]
+""",
+        """\
+class DensityEstimator:
+    def log_prob(self, x):  # an API: samplers may differentiate what it returns
+        self.net.eval()
+        return self.net.log_prob(x)
+
+    def attach(self, layer):
+        self.net.eval()
+        handle = layer.register_forward_hook(self.record)  # registers, runs nothing
+        return handle
 """,
     ]
 
@@ -1109,8 +1126,8 @@ def residual(net, x):  # a PDE residual needs the derivatives of the output
         inference entry point (``predict``, ``do_detect``). A bare ``model(dummy)`` is a dry run;
         tests, and functions named for exporting, tracing or profiling, are left alone."""
         analysis = self.analysis
-        if type(stmt) not in (cst.Assign, cst.AnnAssign, cst.Return) or is_test_file(analysis.path):
-            return None
+        if type(stmt) not in (cst.Assign, cst.AnnAssign) or is_test_file(analysis.path):
+            return None  # (`return model.log_prob(x)` after `.eval()` hands the graph on: an API, maybe differentiated)
         names = [scope.name] + ([scope.parent.name] if scope.parent is not None and scope.parent.kind == "class" else [])
         if scope.kind != "function" or any(DRY_RUN_WORDS & set(name_words(name)) for name in names):
             return None
@@ -1128,7 +1145,8 @@ def residual(net, x):  # a PDE residual needs the derivatives of the output
             return None
         for call in analysis.calls_in(stmt):
             func = call.func
-            target = func.value if type(func) is cst.Attribute and func.attr.value == "forward" else func
+            target = func.value if type(func) is cst.Attribute and (
+                func.attr.value == "forward" or self._runs_model_method(call, ctx)) else func
             key = dotted_name(target)
             if key in switched and self._is_forward(call, ctx):
                 return call
@@ -1197,9 +1215,11 @@ def residual(net, x):  # a PDE residual needs the derivatives of the output
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value.startswith("_"):
             return False  # a library's private method may well disable grad inside
-        if not COMPUTING_METHOD_WORDS.intersection(word.lower() for word in name_words(func.attr.value)) \
-                and func.attr.value.lower() not in COMPUTING_METHOD_NAMES:
+        words = {word.lower() for word in name_words(func.attr.value)}
+        if not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES:
             return False
+        if words & {"register", "hook", "hooks"}:
+            return False  # `layer.register_forward_hook(fn)` runs nothing
         return self.analysis.is_module_by_evidence(func.value, ctx)
 
     def _runs_forward(self, scope, depth: int) -> bool:
