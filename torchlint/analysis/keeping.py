@@ -11,6 +11,7 @@ when the callee is in another module of the project (``from utils import Average
 
 from __future__ import annotations
 
+from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.scopes import Context, Scope
 from torchlint.analysis.summaries import in_owner
 from torchlint.analysis.syntax import mentioned_keys, storage_key
@@ -86,18 +87,14 @@ class KeepingQueries:
             if callee is None or callee is scope or not self._receiver_outlives(call, ctx):
                 continue
             inner = callee.owner.kept_parameters(callee, depth + 1) if callee.owner is not None else {}
-            for name, argument in parameter_arguments(call, callee).items():
+            for name, argument in passed_arguments(call, callee).items():
                 if name in inner:
                     keep(argument, ctx, inner[name][0], stmt)
 
     def _outlives_function(self, key: str, ctx: Context) -> bool:
         """Does the container ``key`` live on after the function returns: an attribute of the
-        instance (in a method), or a module global?"""
-        root = key.partition(".")[0]
-        if root in ("self", "cls"):
-            return ctx.scope.class_scope is not None
-        binding = self.lookup(root, ctx)
-        return binding is not None and binding.ctx.scope is self.module_scope and binding.kind == "assign"
+        instance or class (in a method), or a module global (``outlives_call``)?"""
+        return (key.partition(".")[0] == "cls" and ctx.scope.class_scope is not None) or self.outlives_call(key, ctx)
 
     def _receiver_outlives(self, call, ctx: Context) -> bool:
         """For ``obj.method(...)``: is ``obj`` kept beyond the function (``self.meters[k]``,
@@ -134,7 +131,7 @@ class KeepingQueries:
         kept = callee.owner.kept_parameters(callee)
         return [
             (argument, *kept[name], callee)
-            for name, argument in parameter_arguments(call, callee).items()
+            for name, argument in passed_arguments(call, callee).items()
             if name in kept
         ]
 
@@ -156,20 +153,3 @@ class KeepingQueries:
             found.append((argument, stmt, callee))
         return found
 
-
-def parameter_arguments(call, callee: Scope) -> dict:
-    """The arguments a call passes, by the name of the parameter of ``callee`` receiving each
-    (the bound ``self`` of a method call skipped)."""
-    params = callee.node.params
-    names = [param.name.value for param in (*params.posonly_params, *params.params)]
-    if names[:1] in (["self"], ["cls"]) and type(call.func) is cst.Attribute:
-        names = names[1:]
-    found = {}
-    for index, arg in enumerate(call.args):
-        if arg.star:
-            break
-        if arg.keyword is not None:
-            found[arg.keyword.value] = arg.value
-        elif index < len(names):
-            found[names[index]] = arg.value
-    return found

@@ -9,7 +9,7 @@ from torchlint.analysis.project import project
 
 
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
+from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, NEUTRAL_BASES, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
 from torchlint.analysis.syntax import is_view_subscript, key_node, parameter_node, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 from torchlint.analysis.vocabulary import (
@@ -218,7 +218,7 @@ class ModuleQueries:
             return True
         for base in class_scope.node.bases:
             base_name = dotted_name(base.value)
-            if base_name is None or base_name in ("object", "ABC", "nn.Module", "torch.nn.Module", "Module"):
+            if base_name is None or base_name in NEUTRAL_BASES:
                 continue
             base_scope = self.class_named(base.value)
             if base_scope is not None and base_scope.owner is not None and base_scope.owner.may_contain(key) \

@@ -20,20 +20,12 @@ import functools
 from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
 from torchlint.analysis.syntax import call_name, dotted_name, is_test_file, last_part, strip_pass_through
-from torchlint.analysis.vocabulary import FORWARD_METHODS, PER_STEP_HOOKS, GradMode, is_clearing_call_name, name_words
+from torchlint.analysis.vocabulary import FORWARD_METHODS, NEUTRAL_BASES, PER_STEP_HOOKS, GradMode, is_clearing_call_name, name_words
 from torchlint.lazy import cst
 
 MAX_CALL_DEPTH = 4
 # Helpers named for turning tensors into data (`detach(x)`, `to_numpy(t)`, `tensor_to_cpu(d)`).
 DETACHING_HELPER_WORDS = frozenset({"detach", "detached", "numpy", "np", "cpu", "item", "items", "scalar", "scalars", "float", "list"})
-# Bases that never call a subclass's methods other than forward and the hooks they document.
-NEUTRAL_BASES = frozenset({
-    "object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol",
-    "nn.Module", "Module", "torch.nn.Module", "torch.nn.modules.module.Module",
-    # scikit-learn's estimator bases: model selection calls `predict`/`predict_proba` as they are
-    "BaseEstimator", "sklearn.base.BaseEstimator", "ClassifierMixin", "sklearn.base.ClassifierMixin",
-    "RegressorMixin", "sklearn.base.RegressorMixin", "TransformerMixin", "sklearn.base.TransformerMixin",
-})
 # reaches_call's questions: the predicate (a method of the analysis) each one asks of a call
 REACHED_CALLS = {
     "backward": "_is_backward_call", "step": "_is_step_call", "clear": "_is_clearing_call",

@@ -42,6 +42,14 @@ MODULE_CLASS_RE = re.compile(r"(?:Model|Net|Network|Module|Loss|Encoder|Decoder|
 COUNT_WORDS = frozenset({"n", "num", "count", "counts", "size", "len", "length", "samples", "steps", "step", "iters", "k"})
 # Methods that add an element to a Python container, with the position of the element.
 STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
+# Bases that never call a subclass's methods other than forward and the hooks they document.
+NEUTRAL_BASES = frozenset({
+    "object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol",
+    "nn.Module", "Module", "torch.nn.Module", "torch.nn.modules.module.Module",
+    # scikit-learn's estimator bases: model selection calls `predict`/`predict_proba` as they are
+    "BaseEstimator", "sklearn.base.BaseEstimator", "ClassifierMixin", "sklearn.base.ClassifierMixin",
+    "RegressorMixin", "sklearn.base.RegressorMixin", "TransformerMixin", "sklearn.base.TransformerMixin",
+})
 LIGHTNING_NO_GRAD_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
 # Methods a framework calls once per step (or per batch): their bodies are per-step code even
 # though no loop of the project calls them. One list, each name with the frameworks using it.

@@ -417,7 +417,6 @@ class ModuleWalk:
         return scope.bindings.get(key, [])
 
 
-
 def _tests_tensor(test, key: str) -> bool:
     """Does an ``if`` test ask whether ``key`` is a tensor: ``isinstance(key, torch.Tensor)``,
     ``torch.is_tensor(key)``, ``hasattr(key, "item")``?"""

@@ -277,17 +277,9 @@ class FeatureExtractor:  # no backward anywhere: the hooked forward may run unde
         self._check(node, target.value, node.value, ctx)
 
     def _check_kept(self, node, call, ctx: Context) -> None:
-        """``meter.update(loss)`` with ``meter`` an instance of a class of another module whose
-        ``update`` appends its argument to a list of the instance."""
-        for argument, kept, callee in self.analysis.kept_across_iterations(call, ctx, STORES):
-            fix = detach_fix(self.analysis, [argument], ctx, "")
-            self.report(
-                node,
-                self.KEPT_MESSAGE.format(stmt=self.code(node, 60), callee=callee_name(callee), kept=self.code(kept, 50)),
-                self._fix(argument),
-                autofix=Fix.unsafe(fix.message, *fix.changes) if fix is not None else None,
-            )
-            return
+        """``history.log(loss)`` with ``history`` an instance of a class of another module whose
+        ``log`` appends its argument to a list of the instance."""
+        report_kept_argument(self, node, call, ctx, STORES, self.KEPT_MESSAGE, self._fix)
 
     def _is_metrics_buffer(self, key: str, ctx: Context) -> bool:
         """``losses = torch.zeros(n)`` before a loop that backpropagates on every iteration, then
@@ -354,6 +346,21 @@ class FeatureExtractor:  # no backward anywhere: the hooked forward may run unde
         if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
             return self.FIX.format(value=self.operand(value))
         return "detach the tensors before storing them (`.detach()`, plus `.cpu()` to free device memory)"
+
+
+def report_kept_argument(rule: Rule, node, call, ctx: Context, how: str, message: str, help_for) -> None:
+    """Report the first graph-attached argument of ``call`` that the callee, a function of
+    another module, keeps beyond the iteration in the way ``how`` (TL101 for stores, TL102
+    for sums). The fix detaches it, unsafe: the keeper is another module's object."""
+    for argument, kept, callee in rule.analysis.kept_across_iterations(call, ctx, how):
+        fix = detach_fix(rule.analysis, [argument], ctx, "")
+        rule.report(
+            node,
+            message.format(stmt=rule.code(node, 60), callee=callee_name(callee), kept=rule.code(kept, 50)),
+            help_for(argument),
+            autofix=Fix.unsafe(fix.message, *fix.changes) if fix is not None else None,
+        )
+        return
 
 
 def callee_name(callee) -> str:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from torchlint.analysis import ACCUMULATES, ATTACHMENT_TOKENS, Context, dotted_name, storage_key
 from torchlint.lazy import cst
-from torchlint.fix import Fix, detach_fix
+from torchlint.fix import detach_fix
 from torchlint.rule import Rule
-from torchlint.rules.tl101_tensor_stored_across_iterations import callee_name
+from torchlint.rules.tl101_tensor_stored_across_iterations import report_kept_argument
 
 CONCATENATING_FUNCTIONS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack"})
 
@@ -251,15 +251,10 @@ for x, y in loader:
         self._check(node, key, [call.args[0].value], ctx)
 
     def _check_kept(self, node, call, ctx: Context) -> None:
-        for argument, kept, callee in self.analysis.kept_across_iterations(call, ctx, ACCUMULATES):
-            fix = detach_fix(self.analysis, [argument], ctx, "")
-            self.report(
-                node,
-                self.KEPT_MESSAGE.format(stmt=self.code(node, 60), callee=callee_name(callee), kept=self.code(kept, 50)),
-                self.FIX.format(value=self.operand(argument)),
-                autofix=Fix.unsafe(fix.message, *fix.changes) if fix is not None else None,
-            )
-            return
+        """``meter.update(loss)`` with ``meter`` an instance of a class of another module whose
+        ``update`` adds its argument into a running total of the instance."""
+        report_kept_argument(self, node, call, ctx, ACCUMULATES, self.KEPT_MESSAGE,
+                             lambda argument: self.FIX.format(value=self.operand(argument)))
 
     def visit_Assign(self, node, ctx: Context) -> None:
         if not ctx.loops or len(node.targets) != 1:

@@ -347,16 +347,12 @@ class LoRATrainer:  # the text encoder of the pipeline is frozen: eval mode on p
         backpropagates inspects gradients (saliency, gradient histograms): no training."""
         if "tl202_trains" not in loop._memo:
             analysis = self.analysis
-            loop._memo["tl202_trains"] = any(
-                analysis.stepped_optimizer(call, ctx) is not None or analysis.steps_through_wrapper(call, ctx)
-                or (callee is not None and callee is not ctx.scope and analysis.steps_optimizer(callee))
-                for stmt, ctx in analysis.statements_in_loop(loop)
-                for call in analysis.calls_in(stmt)
-                for callee in (analysis.called_function(call, ctx),)
-            ) or (analysis.loop_backpropagates(loop) and any(
+            statements = list(analysis.statements_in_loop(loop))
+            loop._memo["tl202_trains"] = any(self._trains_here(stmt, ctx) for stmt, ctx in statements) or (
                 # `loss.backward(); train_op()`: an update step a library built
-                _named_update(call) for stmt, _ in analysis.statements_in_loop(loop) for call in analysis.calls_in(stmt)
-            ))
+                analysis.loop_backpropagates(loop)
+                and any(_named_update(call) for stmt, _ in statements for call in analysis.calls_in(stmt))
+            )
         return loop._memo["tl202_trains"]
 
     def _inner_training_loop(self, loop, ctx: Context) -> bool:

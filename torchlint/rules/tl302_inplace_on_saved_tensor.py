@@ -754,8 +754,8 @@ class Encoder(nn.Module):
         if order is not None and not (type(order) in (cst.Tuple, cst.List) and order.elements
                                       and _string(order.elements[-1].value) == "act"):
             return None
-        activation = self._activation_type(keyword_argument(constructor, "act_cfg"), depth, ctx) \
-            if any(arg.keyword is not None and arg.keyword.value == "act_cfg" for arg in constructor.args) else "ReLU"
+        config = keyword_argument(constructor, "act_cfg")  # (`act_cfg=None` is the name None, no activation)
+        activation = "ReLU" if config is None else self._activation_type(config, depth, ctx)
         if activation not in CONV_MODULE_SAVING_ACTIVATIONS:
             return None
         return f"ConvModule(...) (its forward ends in {activation})", True
