@@ -9,7 +9,10 @@ from torchlint.engine import lint_source
 from torchlint.rule import Rule
 from torchlint.verify.fixtures import fixtures_dir
 
-__all__ = ["EXPECT_RE", "actual_findings", "describe_mismatch", "expected_findings", "fixtures_dir"]
+__all__ = [
+    "EXPECT_RE", "actual_findings", "assert_findings_match_markers", "describe_mismatch", "expected_findings",
+    "fixtures_dir",
+]
 
 EXPECT_RE = re.compile(r"#\s*expect:\s*(TL\d{3}(?:\s*,\s*TL\d{3})*)")
 
@@ -33,3 +36,12 @@ def describe_mismatch(expected: set, actual: set) -> str:
     missing = sorted(expected - actual)
     extra = sorted(actual - expected)
     return f"missing (line, code): {missing}; unexpected: {extra}"
+
+
+def assert_findings_match_markers(text: str, rules: Sequence[type[Rule]]) -> None:
+    """The rules report exactly the ``# expect:`` markers of ``text``, with the substring
+    prefilter on and off."""
+    expected = expected_findings(text)
+    for prefilter in (True, False):
+        actual = actual_findings(text, rules, prefilter=prefilter)
+        assert actual == expected, describe_mismatch(expected, actual)
