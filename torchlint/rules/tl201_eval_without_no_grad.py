@@ -1126,13 +1126,8 @@ class DensityEstimator:
         inference entry point (``predict``, ``do_detect``). A bare ``model(dummy)`` is a dry run;
         tests, and functions named for exporting, tracing or profiling, are left alone."""
         analysis = self.analysis
-        if type(stmt) not in (cst.Assign, cst.AnnAssign) or is_test_file(analysis.path):
+        if type(stmt) not in (cst.Assign, cst.AnnAssign) or scope.kind != "function" or is_test_file(analysis.path):
             return None  # (`return model.log_prob(x)` after `.eval()` hands the graph on: an API, maybe differentiated)
-        names = [scope.name] + ([scope.parent.name] if scope.parent is not None and scope.parent.kind == "class" else [])
-        if scope.kind != "function" or any(DRY_RUN_WORDS & set(name_words(name)) for name in names):
-            return None
-        if analysis.source is not None and INPUT_GRADIENT_RE.search(analysis.source):
-            return None  # derivatives of the outputs (a PINN's operators) may need the graph
         switches = scope._memo.get("tl201_switches", {})
         switched = set()
         for start, _ in regions:
@@ -1143,6 +1138,9 @@ class DensityEstimator:
                     switched.add(key)
         if not switched:
             return None
+        names = [scope.name] + ([scope.parent.name] if scope.parent is not None and scope.parent.kind == "class" else [])
+        if any(DRY_RUN_WORDS & set(name_words(name)) for name in names) or self._asks_input_gradients():
+            return None  # derivatives of the outputs (a PINN's operators) may need the graph
         for call in analysis.calls_in(stmt):
             func = call.func
             target = func.value if type(func) is cst.Attribute and (
@@ -1151,6 +1149,14 @@ class DensityEstimator:
             if key in switched and self._is_forward(call, ctx):
                 return call
         return None
+
+    def _asks_input_gradients(self) -> bool:
+        """Does the module ask for gradients of inputs or outputs anywhere (memoised)?"""
+        memo = self.analysis.module_scope._memo
+        if "tl201_input_gradients" not in memo:
+            source = self.analysis.source
+            memo["tl201_input_gradients"] = source is not None and INPUT_GRADIENT_RE.search(source) is not None
+        return memo["tl201_input_gradients"]
 
     def _runs_per_step(self, scope, depth: int = 0) -> bool:
         """Is the function a framework's per-step hook, or called with grad enabled for every
