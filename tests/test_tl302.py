@@ -156,3 +156,15 @@ def test_eval_only_shortcuts_are_quiet():
 def test_the_same_shortcuts_are_reported_without_the_training_flag():
     source = EVAL_ONLY.replace("self.training", "self.verbose")
     assert {line for line, _ in actual_findings(source, [RULE], prefilter=False)} == {8, 10, 15, 18}
+
+
+def test_an_element_of_a_list_of_layer_outputs_gets_no_clone_fix():
+    # `laterals` is a Python list: `laterals = laterals.clone()` would raise; the element is the tensor
+    import textwrap
+
+    from torchlint.engine import lint_source
+
+    source = textwrap.dedent(next(example for example in RULE.INVALID if "lateral_convs" in example))
+    [violation] = lint_source(source, "fpn.py", [RULE])
+    assert "modifies `laterals[i - 1]` in place" in violation.message
+    assert violation.fix is None

@@ -494,7 +494,9 @@ class Encoder(nn.Module):
                 return
             origin = self._saved_origin(key, ctx, 0)
             if origin is not None and self._graph_still_needed(origin[1], ctx):
-                name = self.code(base, 30)
+                # an element of a list of layer outputs (`laterals[i - 1] += ...`) is the tensor
+                element = node.target if type(node) is cst.AugAssign else operand
+                name = self.code(element if self._python_list(key, ctx) else base, 30)
                 self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
                             self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
                 return
@@ -545,8 +547,8 @@ class Encoder(nn.Module):
         """Unsafe (another alias of the tensor no longer sees the update): give the name a copy
         of its own right before the update, so the saved tensor stays as autograd saved it.
         Not under ``no_grad``, where the copy would cut the graph."""
-        if type(base) is not cst.Name or ctx.grad is not GradMode.ENABLED:
-            return None
+        if type(base) is not cst.Name or ctx.grad is not GradMode.ENABLED or self._python_list(base.value, ctx):
+            return None  # (a list has no `.clone()`: its element is what changes)
         key = base.value
         return Fix.unsafe(f"Clone `{key}` before updating it in place", InsertBefore(node, f"{key} = {key}.clone()"))
 
@@ -670,7 +672,7 @@ class Encoder(nn.Module):
             if found is None:
                 return None
             ops.append(found[0])
-        return f"{ops[0]} in `{container}`" if ops else None
+        return f"{ops[0]} in {container}" if ops else None
 
     def _saving_op(self, call, ctx: Context) -> str | None:
         """The op name when ``call`` runs an output-saving op, with autograd recording, on an
