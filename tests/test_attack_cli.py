@@ -22,7 +22,7 @@ import torchlint.runner
 from cli_support import REPO, cli, write  # noqa: F401  (cli is a fixture)
 
 LINUX = sys.platform.startswith("linux")
-BAD = "import torch\n\nfor x in loader:\n    loss = model(x).sum()\n    losses.append(loss)\n"  # TL101
+BAD = "import torch\n\nfor x in loader:\n    loss = model(x).sum()\n    losses.append(loss)\n    loss.backward()\n"  # TL101
 CLEAN = "import torch\n\nx = torch.zeros(3)\n"
 
 

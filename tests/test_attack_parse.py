@@ -19,7 +19,7 @@ from torchlint.rules import default_rules
 from torchlint.violation import Violation
 
 REPO = Path(__file__).resolve().parent.parent
-FINDING = "import torch\nlosses = []\nfor x in data:\n    loss = model(x)\n    losses.append(loss)\n"
+FINDING = "import torch\nlosses = []\nfor x in data:\n    loss = model(x)\n    losses.append(loss)\n    loss.backward()\n"
 FINDING_LINE = 5
 
 

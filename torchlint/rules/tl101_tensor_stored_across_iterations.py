@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from torchlint.analysis import ATTACHMENT_TOKENS, STORES, STORING_METHODS, Context, dotted_name, mentioned_keys, storage_key
 from torchlint.lazy import cst
 from torchlint.fix import Fix, detach_fix
@@ -136,6 +138,20 @@ class ActivationsAndGradients:  # Grad-CAM: activations forward, gradients backw
     def save_gradient(self, module, grad_input, grad_output):
         self.gradients.append(grad_output[0].cpu())
 """,
+        """\
+class SwAV(pl.LightningModule):
+    def __init__(self, size, dim):
+        super().__init__()
+        self.projector = nn.Linear(dim, dim)
+        self.register_buffer("queue", torch.zeros(size, dim))
+
+    def training_step(self, batch, batch_idx):
+        z = self.projector(batch)
+        n = z.size(0)
+        self.queue[n:] = self.queue[:-n].clone()
+        self.queue[:n] = z  # expect: TL101
+        return self.loss(z)
+""",
     ]
     VALID = [
         """\
@@ -233,6 +249,19 @@ class FeatureExtractor:  # no backward anywhere: the hooked forward may run unde
     def save(self, module, inputs, output):
         self.features.append(output)
 """,
+        """\
+class MoCo(nn.Module):
+    def __init__(self, size, dim):
+        super().__init__()
+        self.register_buffer("queue", torch.zeros(size, dim))
+        self.stats = {}
+
+    def forward(self, x):
+        keys = self.key_encoder(x)
+        self.queue[: keys.size(0)] = keys.detach()  # the buffer gets data, not the graph
+        self.stats["last"] = keys  # a dict slot: one value, overwritten
+        return keys
+""",
     ]
 
     KEPT_MESSAGE = (
@@ -272,7 +301,10 @@ class FeatureExtractor:  # no backward anywhere: the hooked forward may run unde
         key = storage_key(target)
         if key is None:
             return
-        if not self.analysis.is_python_container(key, ctx) and not self._is_metrics_buffer(key, ctx):
+        if self.analysis.is_python_container(key, ctx):
+            if _constant_slot(target):
+                return  # `stats["loss"] = loss`: one slot, overwritten every step; it does not grow
+        elif not self._is_metrics_buffer(key, ctx) and not self._is_instance_buffer(key, ctx):
             return
         self._check(node, target.value, node.value, ctx)
 
@@ -295,6 +327,27 @@ class FeatureExtractor:  # no backward anywhere: the hooked forward may run unde
         loop = ctx.loop
         return (loop is not None and loop.implicit is None and not loop.contains(binding.ctx.order)
                 and analysis.loop_always_backpropagates(loop))
+
+    def _is_instance_buffer(self, key: str, ctx: Context) -> bool:
+        """``self.queue[:, :n] = z`` in per-step code, ``self.queue`` a tensor of the instance
+        (``register_buffer("queue", torch.zeros(...))``, ``self.queue = torch.zeros(...)``): the
+        write puts the step's graph into the buffer's history (``CopySlices``), and the buffer
+        lives on, so every step's graph stays reachable through it."""
+        loop = ctx.loop
+        if loop is None or loop.implicit is None or not key.startswith("self.") or key.count(".") != 1:
+            return False
+        analysis = self.analysis
+        class_scope = ctx.scope.class_scope
+        if class_scope is None:
+            return False
+        attribute = key[5:]
+        if analysis.may_contain("register_buffer") and re.search(
+                r"register_buffer\(\s*['\"]%s['\"]" % re.escape(attribute), analysis.module.code_for_node(class_scope.node)):
+            return True
+        binding = analysis.lookup(key, ctx)
+        return (binding is not None and binding.kind == "assign" and not binding.element
+                and type(binding.value) is cst.Call
+                and (analysis.qualified_name(binding.value.func) or "") in TENSOR_BUFFER_FACTORIES)
 
     def _check(self, node, container, value, ctx: Context) -> None:
         analysis = self.analysis
@@ -346,6 +399,13 @@ class FeatureExtractor:  # no backward anywhere: the hooked forward may run unde
         if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
             return self.FIX.format(value=self.operand(value))
         return "detach the tensors before storing them (`.detach()`, plus `.cpu()` to free device memory)"
+
+
+def _constant_slot(target) -> bool:
+    """``d["loss"]`` / ``d[0]``: a subscript by one literal key."""
+    elements = target.slice
+    return len(elements) == 1 and type(elements[0].slice) is cst.Index and type(
+        elements[0].slice.value) in (cst.SimpleString, cst.Integer)
 
 
 def report_kept_argument(rule: Rule, node, call, ctx: Context, how: str, message: str, help_for) -> None:

@@ -8,7 +8,7 @@ from torchlint.analysis import (
     empty_container, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
-from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
+from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
 from torchlint.rule import Rule
@@ -43,7 +43,17 @@ CLASS_DELIBERATE_GRAD_RE = re.compile(
     r"(?:(?P<receiver>[\w.\]\[]+)\.)?requires_grad(?:_\((?!\s*False)|\s*=\s*True)|autograd|jacobian|hessian|vjp|jvp")
 # ... and unfreezing parameters (`for p in self.parameters(): p.requires_grad = True`) is not it
 PARAMETER_WORDS = frozenset({"p", "param", "params", "parameter", "parameters", "weight", "weights", "bias", "w", "b"})
+# `self.log_alpha = torch.zeros(1, requires_grad=True)` names what it turns grad on for
+ASSIGNED_NAME_RE = re.compile(r"\s*([\w.]+)\s*(?::[^=]+)?=(?!=)")
+# ... and an optimizer constructed over it (`optim.Adam([self.log_alpha], lr=...)`) makes it a parameter
+OPTIMIZED_RE_TEMPLATE = r"(?:optim\.\w+|Adam\w*|SGD|RMSprop)\(\s*\[?[^)]{0,200}?(?<![\w.])%s\b"
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
+# Text that any training code contains; a file without any of it only runs its models
+# (`strip_optimizer(weights)` in a detection script is no optimizer). Bayesian-optimisation and
+# probabilistic-programming libraries differentiate what their models compute on their own.
+TRAINING_RE = re.compile(
+    r"backward|\boptim\.|\boptimi[sz]ers?\b|\.step\(|\bfit\w*\(|train\(|autograd|requires_grad|[Tt]rainer\b|"
+    r"\bgrad\(|\b(?:botorch|gpytorch|pyro)\b")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
 KEEPING_CALL_RE = re.compile(
@@ -390,6 +400,57 @@ def eval_model(model, initial_input, length):  # run every N steps of training
     y_hat = model.incremental_forward(initial_input, T=length)  # expect: TL201
     return y_hat.view(-1).cpu().data.numpy()
 """,
+        """\
+import torch
+
+model = torch.jit.load("lm.pt")  # a generation script: nothing in it trains
+state = torch.zeros(1, 512)
+tokens = [0]
+for step in range(100):
+    logits, state = model(torch.tensor([tokens[-1]]), state)  # expect: TL201
+    tokens.append(int(logits.argmax()))
+print(tokens)
+""",
+        """\
+import torch
+
+def deploy(path, image):
+    model = torch.jit.load(path)
+    output = model(image)  # expect: TL201
+    return output
+
+if __name__ == "__main__":
+    result = deploy("resnet.pt", torch.ones(1, 3, 224, 224))
+    print(result.argmax())
+""",
+        """\
+class SAC:
+    def __init__(self, actor, critic):
+        self.actor, self.critic = actor, critic
+        self.log_alpha = torch.zeros(1, requires_grad=True)  # a parameter: the optimizer below trains it
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=3e-4)
+
+    def value(self, state, action):
+        q1, q2 = self.critic(state, action)  # expect: TL201
+        return torch.minimum(q1, q2)[0].item()
+
+    def update(self, batch):
+        loss = self.critic_loss(batch)
+        loss.backward()
+""",
+        """\
+encoder.eval()
+features = {}
+for key, wave in waves.items():
+    features[key] = encoder(wave).to("cpu").detach()  # expect: TL201
+
+head.train()
+for x, y in batches(features):
+    loss = criterion(head(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -577,6 +638,40 @@ class DensityEstimator:
         handle = layer.register_forward_hook(self.record)  # registers, runs nothing
         return handle
 """,
+        """\
+import torch
+from mylib import fit
+
+model = Net()
+outputs = []
+for x, y in loader:
+    outputs.append(model(x))  # the graph is needed: `fit` trains on the outputs below
+fit(model, outputs)
+""",
+        """\
+import torch
+
+def profile_flops(model, x):  # a profiler's dry run
+    with FlopCounterMode() as counter:
+        out = model(x)
+    return counter.get_total_flops()
+
+if __name__ == "__main__":
+    print(profile_flops(torch.jit.load("m.pt"), torch.ones(1, 3)))
+""",
+        """\
+class SAC:
+    def __init__(self, critic):
+        self.critic = critic
+        self.action = torch.zeros(1, requires_grad=True)  # input gradients: not a parameter
+
+    def value(self, state):
+        q = self.critic(state, self.action)
+        return q.item()
+
+    def update(self, batch):
+        self.critic_loss(batch).backward()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -587,7 +682,8 @@ class DensityEstimator:
         if node.name.value == "forward" and self._is_module_method(scope):
             return  # a module's forward: whoever calls the model owns the grad mode
         regions = self._regions(scope)
-        found = self._first_forward(scope, regions, strict=self._grad_unknown(scope)) if regions else None
+        strict = self._grad_unknown(scope) or scope._memo.get("tl201_strict", False)
+        found = self._first_forward(scope, regions, strict=strict) if regions else None
         if found is None:
             found = self._discarded_forward(scope)
             if found is not None:  # inference code from its first statement to its end
@@ -608,7 +704,7 @@ class DensityEstimator:
     def check_module_scope(self, scope) -> None:
         """A script's or notebook's top level: ``model.eval()`` then a test loop."""
         regions = self._regions(scope)
-        found = self._first_forward(scope, regions) if regions else None
+        found = self._first_forward(scope, regions, strict=scope._memo.get("tl201_strict", False)) if regions else None
         if found is not None:
             stmt, call = found
             self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
@@ -731,8 +827,37 @@ class DensityEstimator:
             regions = self._eval_regions(node, scope, start)
             if self._called_from_evaluation(scope):
                 regions.append((start, math.inf))
+            elif not regions and self._runs_in_inference_script(scope):
+                regions.append((start, math.inf))
+                memo["tl201_strict"] = True  # only the models' own forward passes count
             memo["tl201_regions"] = regions
         return memo["tl201_regions"]
+
+    def _inference_only_file(self) -> bool:
+        """Does nothing in the file train: no ``backward``, optimizer, ``.step(``, ``fit`` or
+        ``train(``, and it is not a test? Then its top level (an inference or generation script)
+        cannot use the graph of a forward pass it runs: nothing it computes is returned."""
+        analysis = self.analysis
+        if is_test_file(analysis.path) or analysis.source is None:
+            return False
+        memo = analysis.module_scope._memo
+        if "tl201_trains_nothing" not in memo:
+            memo["tl201_trains_nothing"] = TRAINING_RE.search(analysis.source) is None
+        return memo["tl201_trains_nothing"]
+
+    def _runs_in_inference_script(self, scope) -> bool:
+        """The top level of a file that trains nothing, or a function it calls (``main()``),
+        unless the function's name says it measures or builds (a profiler's dry run)."""
+        if not self._inference_only_file():
+            return False
+        if scope.kind == "module":
+            return True
+        if scope.kind != "function" or (DRY_RUN_WORDS | BUILDER_WORDS | GRADIENT_WORDS) & {
+                word.lower() for word in name_words(scope.name)}:
+            return False
+        # (a call after the top level's own `model.eval()` is reported there, at the call)
+        return any(caller_ctx.scope.kind == "module" and self._regions(caller_ctx.scope)
+                   and caller_ctx.scope._memo.get("tl201_strict") for _, caller_ctx in self.analysis.callers_of(scope))
 
     def _called_from_evaluation(self, scope) -> bool:
         loop = self.analysis.loops.get(id(scope.node)) if scope.kind == "function" else None
@@ -1110,6 +1235,10 @@ class DensityEstimator:
             if call is None and not repeated and not strict:
                 # `model.eval()` then `output = model(img)`: an inference entry point, run once
                 call = self._switched_model_run(stmt, ctx, scope, inside)
+            if call is None and not repeated and scope._memo.get("tl201_strict") and type(stmt) in (cst.Assign, cst.AnnAssign):
+                # `output = model(img)` once, in a script that trains nothing: the output, kept
+                # until the script ends, keeps the activations of the whole forward pass
+                call = next((call for call in self.analysis.calls_in(stmt) if self._is_module_call(call, ctx)), None)
             if call is None:
                 continue
             for region in inside:
@@ -1117,6 +1246,11 @@ class DensityEstimator:
                     trains[region] = self._trains(scope, region)
                 if not trains[region]:
                     return stmt, call
+            if repeated and ctx.visible_loops and _detached_on_the_spot(stmt, call, self.analysis) and not any(
+                    self.analysis.loop_backpropagates(loop) for loop in ctx.visible_loops):
+                # `feats[k] = encoder(x).cpu().detach()` in a loop that trains nothing: no later
+                # training in the region can use a graph that is cut where it is made
+                return stmt, call
         return None
 
     def _switched_model_run(self, stmt, ctx: Context, scope, regions):
@@ -1261,7 +1395,8 @@ class DensityEstimator:
         ):
             return False
         own = self._regions(callee)
-        return not own or self._first_forward(callee, own, strict=self._grad_unknown(callee)) is None
+        strict = self._grad_unknown(callee) or callee._memo.get("tl201_strict", False)
+        return not own or self._first_forward(callee, own, strict=strict) is None
 
     def _is_module_call(self, call, ctx: Context) -> bool:
         target = call.func
@@ -1395,11 +1530,42 @@ def _is_retry_loop(node) -> bool:
     )
 
 
+def _detached_on_the_spot(stmt, call, analysis) -> bool:
+    """Is the forward call's result detached (or made data) by the expression that calls it
+    (``encoder(x).to("cpu").detach()``, ``model(x).argmax(1).tolist()``)?"""
+    for outer in analysis.calls_in(stmt):
+        if call_name(outer) not in DETACHING_METHODS or type(outer.func) is not cst.Attribute:
+            continue
+        receiver = outer.func.value
+        while receiver is not call:
+            if type(receiver) is cst.Subscript:
+                receiver = receiver.value
+            elif type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and (
+                    receiver.func.attr.value in GRAPH_KEEPING_CONVERSIONS
+                    or receiver.func.attr.value in NON_DIFFERENTIABLE_METHODS):
+                receiver = receiver.func.value
+            else:
+                break
+        if receiver is call:
+            return True
+    return False
+
+
 def _class_takes_gradients(code: str) -> bool:
     """Does a class's code turn requires_grad on for something other than parameters, or
-    call into autograd (input gradients, Jacobians)?"""
+    call into autograd (input gradients, Jacobians)? A tensor handed to an optimizer
+    (SAC's ``self.log_alpha``) is a parameter whatever its name."""
     for match in CLASS_DELIBERATE_GRAD_RE.finditer(code):
-        receiver = match.group("receiver")
-        if receiver is None or not PARAMETER_WORDS.intersection(name_words(last_part(receiver.rstrip("]").split("[")[0]))):
+        subject = match.group("receiver")
+        if subject is None and match.group(0).startswith("requires_grad"):
+            # `self.log_alpha = torch.zeros(1, requires_grad=True)`: the name it is bound to
+            line_start = code.rfind("\n", 0, match.start()) + 1
+            bound = ASSIGNED_NAME_RE.match(code, line_start)
+            subject = bound.group(1) if bound else None
+        if subject is None:
+            return True
+        if PARAMETER_WORDS.intersection(name_words(last_part(subject.rstrip("]").split("[")[0]))):
+            continue
+        if not re.search(OPTIMIZED_RE_TEMPLATE % re.escape(subject.split("[")[0]), code):
             return True
     return False

@@ -27,6 +27,8 @@ OUTPUT_SAVING_MODULES = {
 }
 # Methods whose result the caller backpropagates: the graph of what they return is still needed.
 GRAPH_RETURNING_METHODS = frozenset({"forward", "training_step"})
+# Calls on a module that return the module itself.
+MODULE_MOVES = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"})
 MAX_ALIAS_DEPTH = 8
 
 
@@ -297,6 +299,21 @@ class Encoder(nn.Module):
         x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
         x += x_conv  # expect: TL302
         return self.layers(x)
+"""        """\
+class Encoder(nn.Module):
+    def __init__(self, dims, blocks, activation=nn.ReLU):
+        super().__init__()
+        self.blocks = nn.ModuleList()
+        for _ in range(blocks):
+            block = nn.Sequential(nn.Linear(dims, dims), nn.LayerNorm(dims), activation()).to(device)
+            self.blocks.append(block)
+
+    def forward(self, x):
+        for i, block in enumerate(self.blocks):
+            residual = x
+            x = block(x)
+            x += residual  # expect: TL302
+        return x
 """,
     ]
     VALID = [
@@ -466,6 +483,22 @@ class Encoder(nn.Module):
         x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
         x += x_conv
         return self.layers(x)
+"""        """\
+class Encoder(nn.Module):
+    def __init__(self, dims, blocks, activation=nn.GELU):  # GELU saves its input, not its output
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(dims, dims), activation()) for _ in range(blocks)])
+        self.heads = nn.ModuleList([nn.Sequential(nn.Linear(dims, dims), nn.ReLU()), nn.Linear(dims, dims)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            residual = x
+            x = block(x)
+            x += residual
+        for head in self.heads:  # one of them ends in a ReLU, the other does not
+            y = head(x)
+            y += x
+        return x
 """,
     ]
 
@@ -651,9 +684,26 @@ class Encoder(nn.Module):
         if type(target) is not cst.Name or target.value != layer:
             return None
         container = dotted_name(iterable)
+        found = self._saving_elements(container, ctx)
+        return f"{found[0]} in {container}" if found is not None else None
+
+    def _saving_elements(self, container: str | None, ctx: Context) -> tuple[str, bool] | None:
+        """(op, trained) when every layer put into the instance's container ``self.blocks``
+        (appended in a loop of ``__init__``, or listed in ``nn.ModuleList([...])``) saves its
+        output; None when any of them does not or one is unknown."""
         class_scope = ctx.scope.class_scope
         if container is None or not container.startswith("self.") or class_scope is None:
             return None
+        constructors = self._element_constructors(container, class_scope)
+        found = [self._saving_constructor(constructor, 0, constructor_ctx) if type(constructor) is cst.Call else None
+                 for constructor, constructor_ctx in constructors]
+        if not found or any(item is None for item in found):
+            return None
+        return found[0][0], all(item[1] for item in found)
+
+    def _element_constructors(self, container: str, class_scope) -> list:
+        """(constructor, ctx) of every layer the class's methods put into ``container``; an
+        unknown element makes the list empty."""
         constructors = []
         for method in self.analysis.scopes.values():
             if method.class_scope is not class_scope or method.kind != "function":
@@ -662,17 +712,24 @@ class Encoder(nn.Module):
                 if type(stored) is cst.Name:
                     bindings = [b for b in method.bindings.get(stored.value, ()) if b.kind == "assign" and not b.element]
                     if len(bindings) != 1:
-                        return None
+                        return []
                     constructors.append((bindings[0].value, bindings[0].ctx))
                 else:
                     constructors.append((stored, None))
-        ops = []
-        for constructor, constructor_ctx in constructors:
-            found = self._saving_constructor(constructor, 0, constructor_ctx) if type(constructor) is cst.Call else None
-            if found is None:
-                return None
-            ops.append(found[0])
-        return f"{ops[0]} in {container}" if ops else None
+            for binding in method.bindings.get(container, ()):
+                value = binding.value if binding.kind == "assign" and not binding.element else None
+                if type(value) is not cst.Call or last_part(dotted_name(value.func) or "") != "ModuleList":
+                    return []
+                listed = call_arguments(value)
+                if not listed:
+                    continue  # `nn.ModuleList()`, filled by appends
+                if type(listed[0]) is cst.ListComp:
+                    constructors.append((listed[0].elt, binding.ctx))
+                elif type(listed[0]) is cst.List:
+                    constructors.extend((element.value, binding.ctx) for element in listed[0].elements)
+                else:
+                    return []
+        return constructors
 
     def _saving_op(self, call, ctx: Context) -> str | None:
         """The op name when ``call`` runs an output-saving op, with autograd recording, on an
@@ -710,6 +767,13 @@ class Encoder(nn.Module):
             return None
         analysis = self.analysis
         binding = analysis.lookup(key, ctx)
+        if binding is not None and binding.kind == "for":
+            # `for i, block in enumerate(self.blocks): x = block(x)`
+            iterable, element = binding.value, binding.element
+            if type(iterable) is cst.Call and dotted_name(iterable.func) == "enumerate" and iterable.args \
+                    and element[:1] == (1,):
+                iterable, element = iterable.args[0].value, element[1:]
+            return self._saving_elements(dotted_name(iterable), ctx) if element == () else None
         if binding is None or binding.kind != "assign" or binding.element:
             return None
         value = binding.value
@@ -723,7 +787,17 @@ class Encoder(nn.Module):
         """(op, whether layers with parameters feed it) for ``nn.Sigmoid()``, or for an
         ``nn.Sequential(...)`` whose last layer is one: its output is the output the activation
         saved, computed from the layers before it."""
+        while type(constructor.func) is cst.Attribute and constructor.func.attr.value in MODULE_MOVES \
+                and type(constructor.func.value) is cst.Call:
+            constructor = constructor.func.value  # `nn.Sequential(...).to(device)`
         qualified = self.analysis.qualified_name(constructor.func) or ""
+        if not qualified and type(constructor.func) is cst.Name and ctx is not None:
+            # `activation()` with `activation=nn.ReLU` a parameter of the constructor
+            binding = self.analysis.lookup(constructor.func.value, ctx)
+            default = self.analysis.parameter_default(binding) if binding is not None and binding.kind == "param" else None
+            qualified = self.analysis.qualified_name(default) or "" if default is not None else ""
+            if qualified.startswith("torch.nn."):
+                constructor = cst.Call(func=default)
         if qualified.startswith(MMCV_PREFIXES) and last_part(qualified) == "ConvModule":
             return self._conv_module(constructor, depth, ctx)
         if not qualified.startswith("torch.nn."):
@@ -733,7 +807,7 @@ class Encoder(nn.Module):
             last = layers[-1] if layers else None
             if type(last) is not cst.Call or any(arg.star for arg in constructor.args):
                 return None
-            found = self._saving_constructor(last, depth + 1)
+            found = self._saving_constructor(last, depth + 1, ctx)
             if found is None:
                 return None
             trained = found[1] or any(

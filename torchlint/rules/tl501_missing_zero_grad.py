@@ -132,6 +132,20 @@ class Trainer:
         for batch in loader:
             self.train_one_step(batch)
 """,
+        """\
+def train(g_model, d_model, g_optimizer, d_optimizer, loader, scaler):
+    for lr, gt in loader:
+        d_model.zero_grad(set_to_none=True)  # the discriminator's: not what g_optimizer steps
+        g_loss = adversarial(d_model(g_model(lr)), gt)
+        scaler.scale(g_loss).backward()
+        scaler.step(g_optimizer)  # expect: TL501
+        scaler.update()
+        d_model.zero_grad(set_to_none=True)
+        d_loss = discriminate(d_model, g_model(lr).detach(), gt)
+        scaler.scale(d_loss).backward()
+        scaler.step(d_optimizer)
+        scaler.update()
+""",
     ]
     VALID = [
         """\
@@ -187,6 +201,15 @@ for step in range(num_steps):
     loss = -reward * action.log_prob
     loss.backward()
     scheduler.step()
+"""        """\
+def train(netG, netD, optimizerG, optimizerD, loader):
+    for real, z in loader:
+        netD.zero_grad()
+        discriminator_loss(netD, real, netG(z).detach()).backward()
+        optimizerD.step()
+        netG.zero_grad()  # the generator's own gradients
+        generator_loss(netD(netG(z))).backward()
+        optimizerG.step()
 """,
     ]
 
@@ -303,6 +326,10 @@ for step in range(num_steps):
             # another model (netG.zero_grad() does not clear what optimizerD steps)
             owner = self._optimizer_owner(optimizer, ctx)
             cleared = dotted_name(receiver)
+            if owner is None and cleared is not None:
+                # `d_model.zero_grad()` before `scaler.step(g_optimizer)`: names of two roles
+                stepped, clearing = _roles(dotted_name(optimizer)), _roles(cleared)
+                return not (stepped and clearing and stepped.isdisjoint(clearing))
             return owner is None or cleared is None or _within(owner, cleared) or _within(cleared, owner)
         return not analysis.distinct_optimizers(receiver, receiver_ctx, optimizer, ctx)
 
@@ -338,6 +365,26 @@ for step in range(num_steps):
 STEP_FUNCTION_WORDS = frozenset({"step", "train", "training", "update", "learn", "optimize", "optimise", "iteration", "batch"})
 CLEARING_STATEMENTS = ("Expr", "Assign", "AnnAssign", "Del", "AugAssign", "Return")
 OPTIMIZER_ATTRIBUTES = frozenset({"optimizer", "optim", "opt", "optimiser"})
+
+
+# The parts of a GAN or an actor-critic, by the words their models' and optimizers' names use.
+ROLE_WORDS = {
+    "g": "generator", "gen": "generator", "generator": "generator", "netg": "generator",
+    "d": "discriminator", "disc": "discriminator", "discriminator": "discriminator", "netd": "discriminator",
+    "actor": "actor", "policy": "actor", "critic": "critic", "value": "critic",
+}
+
+
+def _roles(name: str | None) -> set[str]:
+    """``g_optimizer`` -> {"generator"}; ``netD`` -> {"discriminator"}; ``model`` -> set()."""
+    if name is None:
+        return set()
+    last = name.rpartition(".")[2]
+    words = [word.lower() for word in name_words(last)]
+    roles = {ROLE_WORDS[word] for word in words if word in ROLE_WORDS}
+    if last[-1:] in ("G", "D") and last[:-1].lower() in ("net", "model", "opt", "optim", "optimizer", "optimizer_"):
+        roles.add(ROLE_WORDS[last[-1].lower()])
+    return roles
 
 
 def _within(inner: str, outer: str) -> bool:
