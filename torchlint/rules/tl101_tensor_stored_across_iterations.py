@@ -50,7 +50,11 @@ class TensorStoredAcrossIterations(Rule):
     (`history.log(loss)` with `self.values.append(value)`) is reported at the call, when the
     object outlives the iteration; methods registered as module hooks are per-step code, and
     a forward hook's output is attached where the module also backpropagates or registers
-    backward hooks (Grad-CAM), unless another hook pops what it pushes.
+    backward hooks (Grad-CAM), unless another hook pops what it pushes. A dict or list slot
+    with a literal key (`stats["loss"] = loss`) holds one value, overwritten each step: it
+    does not grow and is not reported. A write into a tensor buffer of the instance in
+    per-step code (`self.queue[:n] = z` with `register_buffer("queue", ...)`) is: the buffer's
+    history records the write (`CopySlices`), so every step's graph stays reachable from it.
     """
 
     CODE = "TL101"

@@ -97,6 +97,16 @@ class EvalWithoutNoGrad(Rule):
     `if step % 50 == 0:` block that runs the model, never backpropagates and only reads its
     results (`test_output = cnn(test_x)`, accuracy from `.data`).
 
+    A script or notebook that trains nothing (no `backward`, optimizer, `.step(`, `fit`,
+    `train(`, `autograd` or `requires_grad` anywhere in the file; not a test, and not code of
+    Bayesian-optimisation or probabilistic-programming libraries, which differentiate on
+    their own) is inference code at its top level and in the functions the top level calls
+    (`main()`, `deploy()`): a model's forward pass there, in a loop or bound to a name once, is
+    reported, since nothing the script computes is returned to anyone who could backpropagate.
+    A forward pass whose result is detached in the same expression
+    (`feats[k] = encoder(x).cpu().detach()`), in a loop that trains nothing, is evaluation
+    even when the code after it trains another model.
+
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
     stop autograd. Every forward pass still saves the activations its backward pass would
