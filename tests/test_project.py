@@ -316,11 +316,25 @@ METERS = """\
 
         def update(self, value):
             self.total += value.item()
+
+    class KeepAverage:
+        def __init__(self):
+            self.avg_values = {}
+            self.iters = {}
+            self.last = {}
+
+        def update_value(self, name, value):
+            self.avg_values[name] = self.avg_values[name] * self.iters[name] + value
+            self.iters[name] += 1
+            self.avg_values[name] /= self.iters[name]
+
+        def set_last(self, name, value):
+            self.last[name] = value
     """
 
 KEEPING_LOOP = """\
     import torch
-    from meters import AverageMeter, History, ConvertingMeter, ItemMeter
+    from meters import AverageMeter, History, ConvertingMeter, ItemMeter, KeepAverage
 
     def train(model, loader, optimizer, criterion):
         {setup}
@@ -338,6 +352,7 @@ KEEPING_LOOP = """\
     ("meters = {k: AverageMeter(k) for k in ('loss', 'acc')}", "meters['loss'].update(loss)", "TL102"),
     ("history = History()", "history.log(loss)", "TL101"),
     ("history = History()", "history.log_all({'loss': loss})", "TL101"),
+    ("keep_avg = KeepAverage()", "keep_avg.update_value('loss', loss)", "TL102"),
 ])
 def test_a_tensor_handed_to_an_object_of_another_module_that_keeps_it(tmp_path, setup, call, code):
     write(tmp_path, {"meters.py": METERS, "train.py": KEEPING_LOOP.format(setup=setup, call=call)})
@@ -350,6 +365,8 @@ def test_a_tensor_handed_to_an_object_of_another_module_that_keeps_it(tmp_path, 
     ("losses = ItemMeter()", "losses.update(loss)"),  # keeps loss.item()
     ("pass", "fresh = AverageMeter(); fresh.update(loss)"),  # made afresh every step
     ("losses = AverageMeter('loss')", "losses.update(x.sum().item(), loss.numel())"),  # a count
+    ("keep_avg = KeepAverage()", "keep_avg.update_value('loss', loss if isinstance(loss, float) else loss.item())"),
+    ("keep_avg = KeepAverage()", "keep_avg.set_last('loss', loss)"),  # one slot, overwritten
 ])
 def test_a_callee_that_keeps_no_graph_is_quiet(tmp_path, setup, call):
     write(tmp_path, {"meters.py": METERS, "train.py": KEEPING_LOOP.format(setup=setup, call=call)})
@@ -414,3 +431,15 @@ def test_a_module_class_reexported_by_a_package_stays_a_module(tmp_path):
             """,
     })
     assert codes(tmp_path / "train.py") == [(7, "TL101")]
+
+
+def test_a_checkout_that_is_its_own_package_resolves_imports_by_the_package_name(tmp_path):
+    # `TTS.utils.measures` for utils/measures.py: setup.py installs the checkout's root as `TTS`
+    write(tmp_path, {"__init__.py": "", "utils/__init__.py": "", "utils/helpers.py": LOSS_HELPER,
+                     "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="TTS.utils.helpers")})
+    assert (10, "TL201") in codes(tmp_path / "train.py")
+    other = tmp_path / "other"  # a checkout that is not a package: the name stays unknown
+    other.mkdir()
+    write(other, {"utils/__init__.py": "", "utils/helpers.py": LOSS_HELPER,
+                  "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="TTS.utils.helpers")})
+    assert (10, "TL201") not in codes(other / "train.py")

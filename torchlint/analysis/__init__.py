@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from torchlint.analysis.vocabulary import (  # noqa: F401
     GradMode,
+    model_roles,
     ATTACHMENT_TOKENS,
     CONVENTIONAL_MODULE_RE,
     MODULE_CLASS_RE,

@@ -205,7 +205,10 @@ class AttachmentQueries:
         if kind is cst.Dict:
             return any(self._attached(element.value, ctx) for element in expr.elements)
         if kind is cst.IfExp:
-            return self._attached(expr.body, ctx) or self._attached(expr.orelse, ctx)
+            # `loss if isinstance(loss, float) else loss.item()`: the test says which arm is a number
+            body = None if _is_number_test(expr.test, expr.body) else expr.body
+            orelse = None if _is_number_test(expr.test, expr.orelse, negated=True) else expr.orelse
+            return (body is not None and self._attached(body, ctx)) or (orelse is not None and self._attached(orelse, ctx))
         if kind is cst.BooleanOperation:
             return self._attached(expr.left, ctx) or self._attached(expr.right, ctx)
         if kind is cst.NamedExpr:
@@ -398,3 +401,23 @@ def _reduced_source(value) -> str | None:
         arguments = call_arguments(value)
         return arguments[0].value if arguments and type(arguments[0]) is cst.Name else None
     return receiver.value if type(receiver) is cst.Name and receiver.value != "self" else None
+
+
+NUMBER_TYPES = frozenset({"float", "int", "numbers.Number", "Number", "numbers.Real", "Real"})
+
+
+def _is_number_test(test, value, negated: bool = False) -> bool:
+    """Is ``test`` ``isinstance(value, float)`` (or ``not isinstance(...)`` for ``negated``,
+    the ``else`` arm): on that arm ``value`` is a Python number?"""
+    if negated:
+        if type(test) is not cst.UnaryOperation or type(test.operator) is not cst.Not:
+            return False
+        test = test.expression
+    if type(test) is not cst.Call or dotted_name(test.func) != "isinstance" or len(test.args) != 2:
+        return False
+    key = dotted_name(value)
+    if key is None or dotted_name(test.args[0].value) != key:
+        return False
+    kinds = test.args[1].value
+    names = [dotted_name(element.value) for element in kinds.elements] if type(kinds) is cst.Tuple else [dotted_name(kinds)]
+    return bool(names) and all(name in NUMBER_TYPES for name in names)

@@ -72,6 +72,12 @@ class KeepingQueries:
                     how = STORES if type(stmt.value) in (cst.List, cst.Tuple) else ACCUMULATES
                     keep(stmt.value, ctx, how, stmt)
                 continue
+            if type(stmt) is cst.Assign and len(stmt.targets) == 1:
+                # `self.avg[name] = self.avg[name] * n + value`: an update of the kept value by itself
+                key = storage_key(stmt.targets[0].target)
+                if key is not None and key in mentioned_keys(stmt.value) and self._outlives_function(key, ctx):
+                    keep(stmt.value, ctx, ACCUMULATES, stmt)
+                continue
             if type(stmt) is not cst.Expr or type(stmt.value) is not cst.Call:
                 continue
             call = stmt.value
@@ -125,7 +131,7 @@ class KeepingQueries:
         own statements are checked where they run."""
         if not self.path or self.path.startswith("<"):
             return []
-        callee = self.called_function(call, ctx, foreign=True, mentioning=(".append(", "+=", ".extend(", ".insert("))
+        callee = self.called_function(call, ctx, foreign=True, mentioning=(".append(", "+=", ".extend(", ".insert(", "= self."))
         if callee is None or callee.owner is None or callee.owner is self:
             return []
         kept = callee.owner.kept_parameters(callee)

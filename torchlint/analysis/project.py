@@ -168,6 +168,14 @@ class Project:
                 path = self._module_file(base, parts[:size])
                 if path is not None and os.path.abspath(path) != os.path.abspath(importer):
                     return path, parts[size:]
+        root = self._root(os.path.dirname(os.path.abspath(importer))) if not level and len(parts) > 1 else None
+        if root is not None and self._is_file(os.path.join(root, "__init__.py")):
+            # the project's root is its package, installed under another name (`TTS.utils.measures`
+            # for `utils/measures.py` of a checkout whose setup.py maps the package onto it)
+            for size in range(len(parts), 1, -1):
+                path = self._module_file(root, parts[1:size])
+                if path is not None and os.path.abspath(path) != os.path.abspath(importer):
+                    return path, parts[size:]
         return None
 
     # ------------------------------------------------------------------ analyses

@@ -192,6 +192,21 @@ def name_words(name: str) -> list[str]:
     return [word.lower() for word in _WORD_RE.findall(name)]
 
 
+# The parts of a GAN or an actor-critic, by the words their models' and optimizers' names use.
+ROLE_WORDS = {
+    "g": "generator", "gen": "generator", "generator": "generator", "netg": "generator",
+    "d": "discriminator", "disc": "discriminator", "discr": "discriminator", "discriminator": "discriminator",
+    "netd": "discriminator", "actor": "actor", "policy": "actor", "critic": "critic", "value": "critic",
+}
+
+
+def model_roles(name: str | None) -> set[str]:
+    """``g_optimizer`` -> {generator}; ``netD`` -> {discriminator}; ``model`` -> set()."""
+    if name is None:
+        return set()
+    return {ROLE_WORDS[word] for word in name_words(name.rpartition(".")[2]) if word in ROLE_WORDS}
+
+
 def looks_like_optimizer(name: str, plural: bool = False) -> bool:
     """Is a (last) name part named like an optimizer: ``optimizer``, ``opt_g``, ``optimizerD``,
     ``actor_optimizer``, ``opt1`` (``optimizers`` / ``opts`` too with ``plural``)?"""

@@ -299,7 +299,8 @@ class Encoder(nn.Module):
         x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
         x += x_conv  # expect: TL302
         return self.layers(x)
-"""        """\
+""",
+        """\
 class Encoder(nn.Module):
     def __init__(self, dims, blocks, activation=nn.ReLU):
         super().__init__()
@@ -483,7 +484,8 @@ class Encoder(nn.Module):
         x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
         x += x_conv
         return self.layers(x)
-"""        """\
+""",
+        """\
 class Encoder(nn.Module):
     def __init__(self, dims, blocks, activation=nn.GELU):  # GELU saves its input, not its output
         super().__init__()

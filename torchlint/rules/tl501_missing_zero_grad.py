@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, Loop, dotted_name, is_test_file, name_words
+from torchlint.analysis import Context, Loop, dotted_name, is_test_file, model_roles, name_words
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, source_of
 from torchlint.rule import Rule
@@ -201,7 +201,8 @@ for step in range(num_steps):
     loss = -reward * action.log_prob
     loss.backward()
     scheduler.step()
-"""        """\
+""",
+        """\
 def train(netG, netD, optimizerG, optimizerD, loader):
     for real, z in loader:
         netD.zero_grad()
@@ -328,7 +329,7 @@ def train(netG, netD, optimizerG, optimizerD, loader):
             cleared = dotted_name(receiver)
             if owner is None and cleared is not None:
                 # `d_model.zero_grad()` before `scaler.step(g_optimizer)`: names of two roles
-                stepped, clearing = _roles(dotted_name(optimizer)), _roles(cleared)
+                stepped, clearing = model_roles(dotted_name(optimizer)), model_roles(cleared)
                 return not (stepped and clearing and stepped.isdisjoint(clearing))
             return owner is None or cleared is None or _within(owner, cleared) or _within(cleared, owner)
         return not analysis.distinct_optimizers(receiver, receiver_ctx, optimizer, ctx)
@@ -365,26 +366,6 @@ def train(netG, netD, optimizerG, optimizerD, loader):
 STEP_FUNCTION_WORDS = frozenset({"step", "train", "training", "update", "learn", "optimize", "optimise", "iteration", "batch"})
 CLEARING_STATEMENTS = ("Expr", "Assign", "AnnAssign", "Del", "AugAssign", "Return")
 OPTIMIZER_ATTRIBUTES = frozenset({"optimizer", "optim", "opt", "optimiser"})
-
-
-# The parts of a GAN or an actor-critic, by the words their models' and optimizers' names use.
-ROLE_WORDS = {
-    "g": "generator", "gen": "generator", "generator": "generator", "netg": "generator",
-    "d": "discriminator", "disc": "discriminator", "discriminator": "discriminator", "netd": "discriminator",
-    "actor": "actor", "policy": "actor", "critic": "critic", "value": "critic",
-}
-
-
-def _roles(name: str | None) -> set[str]:
-    """``g_optimizer`` -> {"generator"}; ``netD`` -> {"discriminator"}; ``model`` -> set()."""
-    if name is None:
-        return set()
-    last = name.rpartition(".")[2]
-    words = [word.lower() for word in name_words(last)]
-    roles = {ROLE_WORDS[word] for word in words if word in ROLE_WORDS}
-    if last[-1:] in ("G", "D") and last[:-1].lower() in ("net", "model", "opt", "optim", "optimizer", "optimizer_"):
-        roles.add(ROLE_WORDS[last[-1].lower()])
-    return roles
 
 
 def _within(inner: str, outer: str) -> bool:

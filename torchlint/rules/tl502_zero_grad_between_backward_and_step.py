@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys, name_words
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys, model_roles, name_words
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Move, statement_of_call
 from torchlint.rule import Rule
@@ -53,6 +53,15 @@ class ZeroGradBetweenBackwardAndStep(Rule):
     the last micro-batch's share, instead of 2.5). Call it after the step, as Accelerate's
     documentation does, and on the optimizer: a model's `zero_grad()` in the block is not
     skipped and clears every micro-step (measured the same way: 1.0 instead of 2.5).
+
+    A GAN's (or an actor-critic's) training step: a discriminator's or critic's optimizer
+    (named so: `discr_optim`, `optimizer_D`, `critic_optimizer`) cleared only right after its
+    own step, while an earlier update of the same step (the generator's) backpropagates first
+    and nothing clears the discriminator between. The generator's loss runs through the
+    discriminator, so its `backward()` leaves discriminator gradients that the
+    discriminator's next step applies on top of its own. Left alone when the step turns the
+    discriminator's `requires_grad` off for the generator's update, or with Lightning's
+    `toggle_optimizer`.
     """
 
     CODE = "TL502"
@@ -68,6 +77,11 @@ class ZeroGradBetweenBackwardAndStep(Rule):
         "{where}: the gradients accumulated over the earlier micro-batches never reach the step"
     )
     WINDOW_FIX = "clear the gradients right after `{step}` instead (or at the start of each accumulation window)"
+    LATE_MESSAGE = (
+        "`{zero_grad}` clears the discriminator's gradients only after its step, so the generator's "
+        "`{backward}`, which runs through the discriminator, leaves gradients there that its next step applies"
+    )
+    LATE_FIX = "call `{zero_grad}` right before the discriminator's own `backward()`, not after its step"
     ACCELERATE_MESSAGE = (
         "`{zero_grad}` runs before `backward()` in every micro-step of `{block}`: on the micro-step "
         "that steps, it clears the gradients the earlier micro-steps accumulated"
@@ -145,6 +159,18 @@ class Trainer:
             loss.backward()
         self.optimizer.step()
 """,
+        """\
+class GANTrainer:
+    def train_step(self, real):
+        g_loss = self.gan(real, return_generator_loss=True)  # runs through the discriminator
+        g_loss.backward()
+        self.optim.step()
+        self.optim.zero_grad()
+        d_loss = self.gan(real, return_discriminator_loss=True)
+        d_loss.backward()
+        self.discr_optim.step()
+        self.discr_optim.zero_grad()  # expect: TL502
+""",
     ]
     VALID = [
         """\
@@ -156,6 +182,34 @@ for batch in loader:
         accelerator.backward(model_b(**batch).loss)
         optimizer_b.step()
         optimizer_b.zero_grad()
+""",
+        """\
+class GANTrainer:
+    def train_step(self, real):
+        g_loss = self.gan(real, return_generator_loss=True)
+        g_loss.backward()
+        self.optim.step()
+        self.optim.zero_grad()
+        self.discr_optim.zero_grad()  # cleared before its own backward: the generator's gradients go
+        d_loss = self.gan(real, return_discriminator_loss=True)
+        d_loss.backward()
+        self.discr_optim.step()
+        self.discr_optim.zero_grad()
+""",
+        """\
+for real, z in loader:
+    for p in netD.parameters():
+        p.requires_grad = False  # the generator's backward leaves the discriminator alone
+    g_loss = -netD(netG(z)).mean()
+    g_loss.backward()
+    optimizerG.step()
+    optimizerG.zero_grad()
+    for p in netD.parameters():
+        p.requires_grad = True
+    d_loss = netD(netG(z).detach()).mean() - netD(real).mean()
+    d_loss.backward()
+    optimizerD.step()
+    optimizerD.zero_grad()
 """,
         """\
 for batch in loader:
@@ -258,6 +312,12 @@ optimizer.step()
             self.report(node, self.WINDOW_MESSAGE.format(zero_grad=text, step=self.code(step, 50), where=where),
                         self.WINDOW_FIX.format(zero_grad=text, step=self.code(step, 50)))
             return
+        found = self._cleared_only_after_step(node, call.func.value, ctx)
+        if found is not None:
+            text = self.code(call, 50)
+            self.report(node, self.LATE_MESSAGE.format(zero_grad=text, backward=self.code(found, 50)),
+                        self.LATE_FIX.format(zero_grad=text))
+            return
         found = self._accumulate_block(node, ctx)
         if found is not None:
             block, model_clearing = found
@@ -279,6 +339,57 @@ optimizer.step()
         step_text = self.code(step, 50)
         self.report(node, self.MESSAGE.format(zero_grad=text, step=step_text),
                     self.FIX.format(zero_grad=text, step=step_text), autofix=self._autofix(node, step, ctx))
+
+    def _cleared_only_after_step(self, node, receiver, ctx: Context):
+        """The ``backward()`` of another update whose gradients reach this optimizer's next
+        step: a discriminator's (or critic's) optimizer cleared only right after its own step,
+        in a training step that first updates the generator through the discriminator
+        (``g_loss.backward(); opt.step(); opt.zero_grad()`` … ``d_loss.backward();
+        d_opt.step(); d_opt.zero_grad()``). The generator's loss runs through the
+        discriminator, so every step's generator backward leaves discriminator gradients
+        that nothing clears before the discriminator's step applies them. Left alone when the
+        step turns the discriminator's ``requires_grad`` off for the generator's update."""
+        analysis = self.analysis
+        key = dotted_name(receiver)
+        if key is None or not model_roles(key) & {"discriminator", "critic"} or not ctx.loops:
+            return None
+        found = analysis.straight_line(node, ctx)
+        if found is None:
+            return None
+        sequence, index = found
+        previous = next((item for item in reversed(sequence[:index])
+                         if self._steps(item, ctx) or self._backpropagates(item, not isinstance(item, cst.BaseSmallStatement))), None)
+        if previous is None or not any(dotted_name(optimizer) == key for optimizer in self._stepped(previous, ctx)):
+            return None  # not "cleared right after its own step"
+        for loop in reversed(ctx.loops):
+            statements = [(stmt, stmt_ctx) for stmt, stmt_ctx in analysis.statements_in_loop(loop)
+                          if isinstance(stmt, cst.BaseSmallStatement)]
+            own_step = next((stmt_ctx.order for stmt, stmt_ctx in statements for optimizer in self._stepped(stmt, stmt_ctx)
+                             if dotted_name(optimizer) == key), None)
+            other_steps = [stmt_ctx.order for stmt, stmt_ctx in statements if stmt_ctx.order < (own_step or 0)
+                           and any(dotted_name(optimizer) != key and not model_roles(dotted_name(optimizer)) & {"discriminator", "critic"}
+                                   for optimizer in self._stepped(stmt, stmt_ctx))]
+            if own_step is None or not other_steps:
+                continue
+            other_step = max(other_steps)
+            if any(stmt_ctx.order < own_step and self._clears_key(stmt, key) for stmt, stmt_ctx in statements):
+                return None  # cleared again before its own backward
+            backward = next((stmt for stmt, stmt_ctx in statements
+                             if stmt_ctx.order < other_step and self._backpropagates(stmt, False)), None)
+            if backward is None or "requires_grad" in analysis.module.code_for_node(loop.node) \
+                    or analysis.may_contain("toggle_optimizer"):
+                return None
+            return backward
+        return None
+
+    def _stepped(self, item, ctx: Context) -> list:
+        opaque = not isinstance(item, cst.BaseSmallStatement)
+        return [optimizer for call in self._calls(item, opaque)
+                for optimizer in (self.analysis.stepped_optimizer(call, ctx),) if optimizer is not None]
+
+    def _clears_key(self, stmt, key: str) -> bool:
+        return any(type(call.func) is cst.Attribute and call.func.attr.value == "zero_grad"
+                   and dotted_name(call.func.value) == key for call in self.analysis.calls_in(stmt))
 
     def _accumulate_block(self, node, ctx: Context):
         """The ``accelerator.accumulate(model)`` call of a ``with`` block in which this
