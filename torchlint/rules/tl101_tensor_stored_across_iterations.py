@@ -156,6 +156,17 @@ class SwAV(pl.LightningModule):
         self.queue[:n] = z  # expect: TL101
         return self.loss(z)
 """,
+        """\
+def optimize(params, loss_function, steps):
+    optimizer = torch.optim.Adam(params)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        losses.append(loss_function(*params))  # expect: TL101
+        losses[-1].backward()
+        optimizer.step()
+    return [loss.item() for loss in losses]
+""",
     ]
     VALID = [
         """\
@@ -266,6 +277,14 @@ class MoCo(nn.Module):
         self.stats["last"] = keys  # a dict slot: one value, overwritten
         return keys
 """,
+        """\
+def unrolled_loss(params, loss_function, steps):
+    losses = []
+    for _ in range(steps):
+        losses.append(loss_function(*params))
+    total = sum(losses)  # one backward() over all of them: the graphs are needed
+    total.backward()
+""",
     ]
 
     KEPT_MESSAGE = (
@@ -358,9 +377,10 @@ class MoCo(nn.Module):
         key = storage_key(container)
         if key is None:
             return
-        if not analysis.is_attached(value, ctx) or self._slot_detached(value, ctx):
-            return
         loop = ctx.loop
+        latest = self._backward_of_latest(key, loop)
+        if not (latest or analysis.is_attached(value, ctx)) or self._slot_detached(value, ctx):
+            return
         if loop.implicit is not None and not analysis.outlives_call(key, ctx):
             return  # a per-step function's local: gone when the call returns
         if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
@@ -374,10 +394,25 @@ class MoCo(nn.Module):
             # the caller receives the container and may need the graph (feature maps from a
             # forward); after backward() in the loop, the graph is spent and only leaks
             return
-        if analysis.reaches_backward(key, ctx):
+        if not latest and analysis.reaches_backward(key, ctx):
             return  # collected for one backward() over all of them
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value),
                     autofix=detach_fix(analysis, [value], ctx, key))
+
+    def _backward_of_latest(self, key: str, loop) -> bool:
+        """Does the loop call ``backward()`` on the element it appended last
+        (``losses[-1].backward()``)? Then what it stores is attached, whatever made it (a loss
+        function handed in as a parameter), and every earlier element keeps a spent graph."""
+        analysis = self.analysis
+        if loop is None or loop.implicit is not None or not analysis.may_contain("[-1].backward("):
+            return False
+        for stmt, _ in analysis.statements_in_loop(loop):
+            for call in analysis.calls_in(stmt):
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value == "backward" and type(func.value) is cst.Subscript \
+                        and storage_key(func.value) == key and _is_last_index(func.value):
+                    return True
+        return False
 
     def _slot_detached(self, value, ctx: Context) -> bool:
         """``output['loss'] = output['loss'].detach()`` earlier in the iteration, before
@@ -403,6 +438,16 @@ class MoCo(nn.Module):
         if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
             return self.FIX.format(value=self.operand(value))
         return "detach the tensors before storing them (`.detach()`, plus `.cpu()` to free device memory)"
+
+
+def _is_last_index(subscript) -> bool:
+    """``xs[-1]``."""
+    elements = subscript.slice
+    if len(elements) != 1 or type(elements[0].slice) is not cst.Index:
+        return False
+    index = elements[0].slice.value
+    return (type(index) is cst.UnaryOperation and type(index.operator) is cst.Minus
+            and type(index.expression) is cst.Integer and index.expression.value == "1")
 
 
 def _constant_slot(target) -> bool:
