@@ -712,6 +712,8 @@ class TensorQueries:
         if binding is None or binding.kind != "assign" or binding.element:
             return False
         value = binding.value
+        if type(value) is cst.BinaryOperation and type(value.operator) is cst.Multiply:
+            value = value.left if type(value.left) is cst.List else value.right  # `[None] * n`
         if type(value) in (cst.Dict, cst.List, cst.DictComp, cst.ListComp):
             return True
         if type(value) is cst.Call:

@@ -319,6 +319,15 @@ def unrolled_loss(params, loss_function, steps):
         if not ctx.loops or len(node.targets) != 1:
             return
         target = node.targets[0].target
+        if type(target) is cst.Tuple:
+            # `losses[i], stats[i] = step(closure)` with `losses[i - 1].backward()` in the loop
+            for element in target.elements:
+                key = storage_key(element.value) if type(element.value) is cst.Subscript else None
+                if key is not None and self._backward_of_element(key, ctx.loop) \
+                        and self.analysis.is_python_container(key, ctx):
+                    self._check(node, element.value.value, node.value, ctx)
+                    return
+            return
         if type(target) is not cst.Subscript:
             return
         key = storage_key(target)
@@ -378,7 +387,7 @@ def unrolled_loss(params, loss_function, steps):
         if key is None:
             return
         loop = ctx.loop
-        latest = self._backward_of_latest(key, loop)
+        latest = self._backward_of_element(key, loop)
         if not (latest or analysis.is_attached(value, ctx)) or self._slot_detached(value, ctx):
             return
         if loop.implicit is not None and not analysis.outlives_call(key, ctx):
@@ -399,18 +408,19 @@ def unrolled_loss(params, loss_function, steps):
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value),
                     autofix=detach_fix(analysis, [value], ctx, key))
 
-    def _backward_of_latest(self, key: str, loop) -> bool:
-        """Does the loop call ``backward()`` on the element it appended last
-        (``losses[-1].backward()``)? Then what it stores is attached, whatever made it (a loss
-        function handed in as a parameter), and every earlier element keeps a spent graph."""
+    def _backward_of_element(self, key: str, loop) -> bool:
+        """Does the loop call ``backward()`` on an element of the container it stores into
+        (``losses[-1].backward()``, ``losses[i - 1].backward()``)? Then what it stores is
+        attached, whatever made it (a loss function handed in as a parameter), and every
+        element the loop is done with keeps a spent graph."""
         analysis = self.analysis
-        if loop is None or loop.implicit is not None or not analysis.may_contain("[-1].backward("):
+        if loop is None or loop.implicit is not None or not analysis.may_contain("].backward("):
             return False
         for stmt, _ in analysis.statements_in_loop(loop):
             for call in analysis.calls_in(stmt):
                 func = call.func
                 if type(func) is cst.Attribute and func.attr.value == "backward" and type(func.value) is cst.Subscript \
-                        and storage_key(func.value) == key and _is_last_index(func.value):
+                        and storage_key(func.value) == key:
                     return True
         return False
 
@@ -438,16 +448,6 @@ def unrolled_loss(params, loss_function, steps):
         if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
             return self.FIX.format(value=self.operand(value))
         return "detach the tensors before storing them (`.detach()`, plus `.cpu()` to free device memory)"
-
-
-def _is_last_index(subscript) -> bool:
-    """``xs[-1]``."""
-    elements = subscript.slice
-    if len(elements) != 1 or type(elements[0].slice) is not cst.Index:
-        return False
-    index = elements[0].slice.value
-    return (type(index) is cst.UnaryOperation and type(index.operator) is cst.Minus
-            and type(index.expression) is cst.Integer and index.expression.value == "1")
 
 
 def _constant_slot(target) -> bool:
