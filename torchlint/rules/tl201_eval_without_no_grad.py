@@ -7,6 +7,7 @@ from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
     empty_container, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
+from torchlint.analysis.arguments import constant_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS
 from torchlint.lazy import cst
@@ -48,6 +49,11 @@ ASSIGNED_NAME_RE = re.compile(r"\s*([\w.]+)\s*(?::[^=]+)?=(?!=)")
 # ... and an optimizer constructed over it (`optim.Adam([self.log_alpha], lr=...)`) makes it a parameter
 OPTIMIZED_RE_TEMPLATE = r"(?:optim\.\w+|Adam\w*|SGD|RMSprop)\(\s*\[?[^)]{0,200}?(?<![\w.])%s\b"
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
+# A test of the mode a shared train/eval loop runs in: `to_do == "train"`, `is_training`,
+# `phase == 'train'` (not a module's own `.training` flag).
+_MODE_TEST_RE = re.compile(
+    r"^(?P<name>(?:\w+\.)*(?:is_|do_)?train(?:ing)?(?:_mode|_model)?)$|"
+    r"^(?P<name2>[\w.]+)\s*==\s*['\"]train(?:ing)?['\"]$|^['\"]train(?:ing)?['\"]\s*==\s*(?P<name3>[\w.]+)$")
 # Text that any training code contains; a file without any of it only runs its models
 # (`strip_optimizer(weights)` in a detection script is no optimizer). Bayesian-optimisation and
 # probabilistic-programming libraries differentiate what their models compute on their own.
@@ -164,6 +170,19 @@ class EvalWithoutNoGrad(Rule):
     CODE = "TL201"
     NAME = "eval-without-no-grad"
     MESSAGE = "`{call}` runs a forward pass in evaluation code with autograd enabled, keeping activations no backward pass will use"
+    MODE_MESSAGE = (
+        "`{call}` runs with autograd enabled on every pass, but only `if {test}:` backpropagates: "
+        "in the other modes it keeps activations no backward pass will use"
+    )
+    MODE_FIX = "run the forward pass under `torch.set_grad_enabled({test})`"
+    EVALUATION_RUN_MESSAGE = (
+        "`{call}` runs with autograd enabled also when `{function}` only evaluates (`{caller}`), "
+        "keeping activations no backward pass will use"
+    )
+    EVALUATION_RUN_FIX = (
+        "switch grad off when `{function}` does not train (`with torch.set_grad_enabled(train):` around its loop), "
+        "or call `{call}(...)` under `torch.no_grad()`"
+    )
     FIX = "run the evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), or decorate `{function}` with `@torch.no_grad()`"
     # A finding needs a forward pass: a module-like name or a class whose name says so.
     AUTOFIX = (
@@ -409,6 +428,35 @@ def eval_model(model, initial_input, length):  # run every N steps of training
     model.eval()
     y_hat = model.incremental_forward(initial_input, T=length)  # expect: TL201
     return y_hat.view(-1).cpu().data.numpy()
+""",
+        """\
+class Learner:
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            self._epoch(self.train_loader, train_model=True)
+            self._epoch(self.valid_loader, train_model=False)
+
+    def _epoch(self, loader, train_model):
+        self.net.train(mode=train_model)
+        total = 0.0
+        for x, y in loader:
+            loss = self.criterion(self.net(x), y)  # expect: TL201
+            if train_model:
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+            total += loss.item()
+        return total
+""",
+        """\
+to_do = config["exp"]["to_do"]  # "train", "valid" or "forward": one script for all three
+for batch in batches:
+    outputs = model(batch)  # expect: TL201
+    if to_do == "train":
+        optimizer.zero_grad()
+        outputs["loss"].backward()
+        optimizer.step()
+    write_outputs(outputs["pred"].detach())
 """,
         """\
 import torch
@@ -682,6 +730,32 @@ class SAC:
     def update(self, batch):
         self.critic_loss(batch).backward()
 """,
+        """\
+class Learner:
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            self._epoch(self.train_loader, train_model=True)
+            self._epoch(self.valid_loader, train_model=False)
+
+    def _epoch(self, loader, train_model):
+        self.net.train(mode=train_model)
+        for x, y in loader:
+            with torch.set_grad_enabled(train_model):  # off when it only evaluates
+                loss = self.criterion(self.net(x), y)
+            if train_model:
+                loss.backward()
+                self.optimizer.step()
+""",
+        """\
+for phase in ["train", "val"]:
+    for inputs, labels in loaders[phase]:
+        optimizer.zero_grad()
+        with torch.set_grad_enabled(phase == "train"):  # the tutorial's way
+            loss = criterion(model(inputs), labels)
+            if phase == "train":
+                loss.backward()
+                optimizer.step()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -699,7 +773,8 @@ class SAC:
             if found is not None:  # inference code from its first statement to its end
                 regions = [(scope.statements[0][1].order - 1, math.inf)]
         if found is None:
-            self._report_periodic_evaluation(scope)
+            if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope):
+                self._report_periodic_evaluation(scope)
             return
         if analysis.all_calls_grad_disabled(scope):
             return  # every caller in this module already runs it under no_grad
@@ -719,8 +794,91 @@ class SAC:
             stmt, call = found
             self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
                         autofix=self._autofix(scope, regions, stmt))
-        else:
+        elif not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope):
             self._report_periodic_evaluation(scope)
+
+    # ------------------------------------------------------------------ a shared loop run for evaluation
+
+    def _report_mode_shared_loop(self, scope) -> bool:
+        """A loop whose every ``backward()`` runs only under a test of a mode the code decides
+        (``if to_do == "train":``, ``if is_training:``), while its forward pass runs on every
+        pass: with the mode set to validation or decoding, the forward builds graphs nobody
+        uses. A test on a parameter is left to the callers (``_report_evaluation_run``); a
+        test on a module's ``.training`` flag belongs to the model."""
+        analysis = self.analysis
+        if not analysis.may_contain("train"):
+            return False
+        params = {key for key, bindings in scope.bindings.items() if any(b.kind == "param" for b in bindings)}
+        for loop in analysis.loops.values():
+            if loop.scope is not scope or loop.implicit is not None or not analysis.loop_backpropagates(loop):
+                continue
+            statements = [(stmt, ctx) for stmt, ctx in analysis.statements_in_loop(loop)
+                          if ctx.scope is scope and type(stmt).__name__ not in COMPOUND_STATEMENTS]
+            backwards = [stmt for stmt, ctx in statements if analysis.statement_backpropagates(stmt, ctx)]
+            if not backwards or not all(self._under_mode_test(stmt, scope, params) for stmt in backwards):
+                continue
+            for stmt, ctx in statements:
+                if ctx.grad is not GradMode.ENABLED or any(
+                        _MODE_TEST_RE.search(text.strip()) for text, _ in analysis.branch_conditions(stmt, scope)):
+                    continue
+                call = next((call for call in analysis.calls_in(stmt) if self._is_forward(call, ctx)), None)
+                if call is None and type(stmt) is cst.Assign and type(stmt.value) is cst.Call and {
+                        key for target in stmt.targets for key in mentioned_keys(target.target)
+                } & {key for backward in backwards for key in mentioned_keys(backward)}:
+                    call = stmt.value  # `outs = forward_model(...)`, whose outputs the guarded backward() uses
+                if call is None or (type(stmt) is cst.Expr and stmt.value is call):
+                    continue
+                test = next(text for text, positive in analysis.branch_conditions(backwards[0], scope)
+                            if positive and _MODE_TEST_RE.search(text.strip()))
+                self.report(stmt, self.MODE_MESSAGE.format(call=self.code(call, 50), test=" ".join(test.split())[:40]),
+                            self.MODE_FIX.format(test=" ".join(test.split())[:40]))
+                return True
+        return False
+
+    def _under_mode_test(self, stmt, scope, params) -> bool:
+        for text, positive in self.analysis.branch_conditions(stmt, scope):
+            match = _MODE_TEST_RE.search(text.strip()) if positive else None
+            name = match and (match.group("name") or match.group("name2") or match.group("name3"))
+            if name and not name.endswith(".training") and name.partition(".")[0] not in params:
+                return True
+        return False
+
+    def _report_evaluation_run(self, scope) -> bool:
+        """Reports the first call, with grad enabled, of a function of the project that trains
+        for some arguments but not for the literal ones given (``self._epoch(loader,
+        train_model=False)``, ``run(model, loader, mode="valid")``), and then loops over
+        forward passes with grad enabled: the shared train/eval loop run for evaluation."""
+        analysis = self.analysis
+        if not analysis.may_contain("False") and not analysis.may_contain("val") and not analysis.may_contain("test"):
+            return False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt).__name__ in COMPOUND_STATEMENTS:
+                continue
+            for call in analysis.calls_in(stmt):
+                callee = analysis.called_function(call, ctx)
+                if callee is None or callee is scope or callee.kind != "function" or not constant_arguments(call, callee):
+                    continue
+                if not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
+                    continue  # never trains: inference code, judged on its own
+                if not self._loops_forward(call, ctx):
+                    continue
+                forward = next(((inner, inner_ctx) for inner, inner_ctx, _ in analysis.scope_calls(callee)
+                                if _repeats(inner_ctx, analysis) and inner_ctx.grad is GradMode.ENABLED
+                                and self._is_forward(inner, inner_ctx)), None)
+                if callee.owner is not analysis or forward is None:
+                    self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), self.EVALUATION_RUN_FIX.format(
+                        call=self.code(call.func, 40), function=callee.name))
+                    return True
+                reported = analysis.module_scope._memo.setdefault("tl201_evaluation_runs", set())
+                if id(callee) not in reported:  # once, inside the shared loop, for all its evaluation calls
+                    reported.add(id(callee))
+                    inner, inner_ctx = forward
+                    self.report(_statement_in(callee, inner, analysis),
+                                self.EVALUATION_RUN_MESSAGE.format(call=self.code(inner, 50), function=callee.name,
+                                                                   caller=self.code(call, 50)),
+                                self.EVALUATION_RUN_FIX.format(call=self.code(call.func, 40), function=callee.name))
+                return True
+        return False
 
     # ------------------------------------------------------------------ evaluation every N steps
 
@@ -1538,6 +1696,14 @@ def _is_retry_loop(node) -> bool:
     return any(
         type(item) is cst.Name and RETRY_RE.search(item.value) for item in iter_expression_nodes(header)
     )
+
+
+def _statement_in(scope, call, analysis):
+    """The statement of ``scope`` whose own expressions contain ``call``."""
+    for stmt, ctx in scope.statements:
+        if ctx.scope is scope and any(inner is call for inner in analysis.calls_in(stmt)):
+            return stmt
+    return scope.node
 
 
 def _detached_on_the_spot(stmt, call, analysis) -> bool:
