@@ -113,6 +113,14 @@ class EvalWithoutNoGrad(Rule):
     (`feats[k] = encoder(x).cpu().detach()`), in a loop that trains nothing, is evaluation
     even when the code after it trains another model.
 
+    Shared train/eval loops: a function of the file that trains for some arguments but is
+    called with literal ones that switch its training off (`self._epoch(loader,
+    train_model=False)`, where `backward()` sits under `if train_model:`) is reported once, at
+    the forward pass of its loop; a loop whose every `backward()` runs only under a test of a
+    mode the code itself decides (`if to_do == "train":`, `if phase == "train":`) while its
+    forward pass runs on every pass is reported at that forward pass, unless it runs under
+    `torch.set_grad_enabled(...)`.
+
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
     stop autograd. Every forward pass still saves the activations its backward pass would
