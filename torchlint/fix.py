@@ -413,8 +413,8 @@ def move_after_loop(statement: Any, ctx: Any, message: str) -> Fix | None:
     """An unsafe fix moving a per-iteration statement after its innermost loop, or None when
     the loop is implicit (a function run once per step: there is no "after")."""
     loop = ctx.loops[-1] if ctx.loops else None
-    if loop is None or loop.implicit is not None:
-        return None
+    if loop is None or loop.implicit is not None or ctx.guard is not None:
+        return None  # (under `if rank == 0:` the move would run it on every process)
     # alone in a `finally:` or `with` block of the loop, it leaves `pass` there
     return Fix.unsafe(message, Move(statement, loop.node, leave_pass=True))
 

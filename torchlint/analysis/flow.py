@@ -11,6 +11,8 @@ from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_mat
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
 _TRAINING_WORD_RE = re.compile(r"[a-z]+")
+# Tests of which process of a distributed run executes a statement.
+PROCESS_TEST_RE = re.compile(r"rank|is_main|main_process|master|root_worker|is_root|local_main|is_primary|is_chief", re.I)
 
 
 class ControlFlowQueries:
@@ -179,7 +181,27 @@ class ControlFlowQueries:
         """Does the statement run on every iteration of a loop that makes training / inference
         steps (see ``is_step_loop``)? What per-step costs (a cache flush, a collection, an
         allocation) are judged by."""
-        return self.runs_every_iteration(ctx) and self.is_step_loop(ctx.loop)
+        loop = ctx.loop
+        if loop is None or self.loop_runs_once(loop) or not self.is_step_loop(loop):
+            return False
+        return ctx.guard is None or self._process_guard(ctx, loop)
+
+    def _process_guard(self, ctx: Context, loop: Loop) -> bool:
+        """Is the statement's only ``if`` inside the loop a test of which process runs it (``if
+        is_root_worker():``, ``if rank == 0:``, ``if accelerator.is_main_process:``) that the loop
+        does not change? That process runs it on every step."""
+        guard = ctx.guard
+        if type(guard) is not cst.If:
+            return False
+        found = next(((stmt, stmt_ctx) for stmt, stmt_ctx in self.statements_in_loop(loop) if stmt is guard), None)
+        if found is None or found[1].guard is not None or found[1].loop is not loop:
+            return False
+        text = self.code(guard.test, 200)
+        if not PROCESS_TEST_RE.search(text):
+            return False
+        bound = {binding.key for key in mentioned_keys(guard.test) for binding in loop.scope.bindings.get(key, ())
+                 if loop.start <= binding.ctx.order <= loop.end}  # (the loop's own target too)
+        return not bound
 
     def is_step_loop(self, loop: Loop) -> bool:
         """Does each iteration make one step: a forward pass (``model(x)``, ``self(x)``), a

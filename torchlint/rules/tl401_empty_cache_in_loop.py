@@ -40,6 +40,10 @@ class EmptyCacheInLoop(Rule):
     may be reached through `getattr(torch, device).empty_cache()` or an alias
     (`dev = torch.cuda`). Helpers in other files and wrapper objects
     (`accelerator.empty_cache()`, `get_device_module().empty_cache()`) are not followed.
+    A call under an `if` runs on some iterations only and is not reported, except under a test
+    of which process runs it (`if rank == 0:`, `if is_root_worker():`,
+    `if accelerator.is_main_process:`) that the loop does not change: that process flushes on
+    every step. Such a call gets no fix (moving it out of its `if` would run it everywhere).
     """
 
     CODE = "TL401"
@@ -84,6 +88,17 @@ class EMAModel:
             shadow.sub_((1 - self.decay) * (shadow - param))
         torch.cuda.empty_cache()  # expect: TL401
 """,
+        """\
+for epoch in range(epochs):
+    for text, images in loader:
+        loss = model(text, images, return_loss=True)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if is_root_worker():  # the root process flushes on every step
+            torch.cuda.empty_cache()  # expect: TL401
+            log_metrics(loss.item())
+""",
     ]
     VALID = [
         """\
@@ -116,6 +131,17 @@ while batch_size > 1:
 class EMAModel:
     def store(self, parameters):  # called once, before evaluation
         self.backup = [p.clone() for p in parameters]
+        torch.cuda.empty_cache()
+""",
+        """\
+for step, batch in enumerate(loader):
+    loss = model(batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if rank == 0 and step % 500 == 0:  # which process, and how often
+        torch.cuda.empty_cache()
+    if torch.cuda.memory_reserved() > limit:  # only when the cache grows too big
         torch.cuda.empty_cache()
 """,
     ]
