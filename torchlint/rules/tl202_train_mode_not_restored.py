@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from torchlint.analysis import Context, GradMode, dotted_name, iter_expression_nodes, last_part, name_words, strip_pass_through
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name, iter_expression_nodes, last_part, name_words, strip_pass_through
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
@@ -150,6 +150,26 @@ class Trainer:  # its own eval() method switches the model
         self.model.eval()
         with torch.no_grad():
             return [self.model(batch) for batch in self.val_batches]
+""",
+        """\
+class RewardModelTrainer:
+    def fit(self, args):
+        for epoch in range(self.epochs):
+            self.model.train()  # once per epoch: the evaluation below runs every N steps
+            for batch in self.train_dataloader:
+                loss = self.loss_fn(*self.forward(self.model, batch))
+                self.strategy.backward(loss, self.model, self.optimizer)
+                self.strategy.optimizer_step(self.optimizer, self.model, self.scheduler)
+                self.log_and_evaluate(args, batch)  # expect: TL202
+
+    def log_and_evaluate(self, args, batch):
+        if self.global_step % args.eval_steps == 0:
+            self.evaluate(self.eval_dataloader)
+
+    def evaluate(self, loader):
+        self.model.eval()
+        with torch.no_grad():
+            return sum(self.model(batch).mean().item() for batch in loader)
 """,
     ]
     VALID = [
@@ -400,6 +420,9 @@ class LoRATrainer:  # the text encoder of the pipeline is frozen: eval mode on p
                 optimizer = analysis.stepped_optimizer(call, ctx)
                 if optimizer is not None and self._optimizes(optimizer, key, ctx):
                     return True
+                if (optimizer is not None or call_name(call) in BACKWARD_FUNCTIONS or analysis.steps_through_wrapper(call, ctx)) \
+                        and any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
+                    return True  # `strategy.backward(loss, self.model, self.optimizer)`
                 callee = analysis.called_function(call, ctx)
                 if callee is None or not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
                     continue
