@@ -13,6 +13,8 @@ from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 _TRAINING_WORD_RE = re.compile(r"[a-z]+")
 # Tests of which process of a distributed run executes a statement.
 PROCESS_TEST_RE = re.compile(r"rank|is_main|main_process|master|root_worker|is_root|local_main|is_primary|is_chief", re.I)
+# Flags that ask for a cache flush or a collection on purpose.
+OPT_IN_TEST_RE = re.compile(r"cache|mem|oom|clear|free|empty|gc|collect|low|debug|profil", re.I)
 
 
 class ControlFlowQueries:
@@ -187,9 +189,9 @@ class ControlFlowQueries:
         return ctx.guard is None or self._process_guard(ctx, loop)
 
     def _process_guard(self, ctx: Context, loop: Loop) -> bool:
-        """Is the statement's only ``if`` inside the loop a test of which process runs it (``if
-        is_root_worker():``, ``if rank == 0:``, ``if accelerator.is_main_process:``) that the loop
-        does not change? That process runs it on every step."""
+        """Is the statement's only ``if`` inside the loop a test the loop does not change: a
+        configuration flag (``if n_gpus:``, ``if args.amp:``) or which process runs it (``if
+        is_root_worker():``, ``if rank == 0:``)? When it holds, it holds on every step."""
         guard = ctx.guard
         if type(guard) is not cst.If:
             return False
@@ -197,8 +199,13 @@ class ControlFlowQueries:
         if found is None or found[1].guard is not None or found[1].loop is not loop:
             return False
         text = self.code(guard.test, 200)
-        if not PROCESS_TEST_RE.search(text):
-            return False
+        if OPT_IN_TEST_RE.search(text):
+            return False  # `if args.empty_cache:`, `if low_memory:`: asked for on purpose
+        for node in iter_expression_nodes(guard.test):
+            if type(node) is cst.Call and not PROCESS_TEST_RE.search(self.code(node.func, 80)):
+                return False  # `if torch.cuda.memory_reserved() > limit:` changes from step to step
+            if type(node) in (cst.BinaryOperation, cst.Comparison) and not PROCESS_TEST_RE.search(self.code(node, 200)):
+                return False  # `step % 100 == 0`, `loss > best`
         bound = {binding.key for key in mentioned_keys(guard.test) for binding in loop.scope.bindings.get(key, ())
                  if loop.start <= binding.ctx.order <= loop.end}  # (the loop's own target too)
         return not bound

@@ -208,8 +208,17 @@ class ModuleWalk:
         return grad
 
     def _statement_grad_switch(self, call, grad: GradMode) -> GradMode:
-        """``torch.set_grad_enabled(False)`` as a statement switches grad mode from here on."""
-        name = self.qualified_name(call.func)
+        """``torch.set_grad_enabled(False)`` as a statement switches grad mode from here on, and
+        so does entering a grad-disabling context by hand (``torch.no_grad().__enter__()``)."""
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "__enter__" and type(func.value) is cst.Call:
+            entered = self.qualified_name(func.value.func)
+            if entered in ("torch.no_grad", "torch.inference_mode"):
+                return GradMode.DISABLED
+            if entered == "torch.set_grad_enabled" and func.value.args:
+                return _literal_grad_mode(func.value.args[0].value)
+            return grad
+        name = self.qualified_name(func)
         if name != "torch.set_grad_enabled" or not call.args:
             return grad
         return _literal_grad_mode(call.args[0].value)

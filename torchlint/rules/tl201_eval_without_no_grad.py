@@ -755,6 +755,14 @@ class Learner:
                 self.optimizer.step()
 """,
         """\
+def main(model, test_set):
+    torch.no_grad().__enter__()  # grad stays off for the rest of the function
+    model.eval()
+    for mix, sources in test_set:
+        estimates = model(mix[None])
+        save(estimates.cpu().numpy())
+""",
+        """\
 for phase in ["train", "val"]:
     for inputs, labels in loaders[phase]:
         optimizer.zero_grad()

@@ -41,9 +41,11 @@ class EmptyCacheInLoop(Rule):
     (`dev = torch.cuda`). Helpers in other files and wrapper objects
     (`accelerator.empty_cache()`, `get_device_module().empty_cache()`) are not followed.
     A call under an `if` runs on some iterations only and is not reported, except under a test
-    of which process runs it (`if rank == 0:`, `if is_root_worker():`,
-    `if accelerator.is_main_process:`) that the loop does not change: that process flushes on
-    every step. Such a call gets no fix (moving it out of its `if` would run it everywhere).
+    the loop does not change (a configuration flag, `if n_gpus:`, or which process runs it,
+    `if rank == 0:`, `if is_root_worker():`): when it holds, it holds on every step. Flags that
+    ask for the flush on purpose (`if args.empty_cache:`, `if low_memory:`) and tests that change
+    from step to step (`step % 100 == 0`, `memory_reserved() > limit`) stay quiet. A guarded call
+    gets no fix (moving it out of its `if` would run it everywhere).
     """
 
     CODE = "TL401"

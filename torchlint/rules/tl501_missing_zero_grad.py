@@ -66,6 +66,11 @@ class MissingZeroGrad(Rule):
         "`{step}` runs on every iteration but the gradients are cleared only when `{test}`, "
         "so the other iterations add up all previous steps' gradients"
     )
+    BRANCH_MESSAGE = (
+        "`{step}` runs on a branch that never clears the gradients (only the other branch of the `if` "
+        "calls `zero_grad()`), so on this branch every step adds up all previous steps' gradients"
+    )
+    BRANCH_FIX = "call `{optimizer}.zero_grad()` on this branch too, or once before the `if`"
     CONDITIONAL_FIX = "call `{optimizer}.zero_grad()` on every iteration, outside that `if`"
     AUTOFIX = (
         "Safe: inserts `optimizer.zero_grad()` before the loop's first `backward()`, when both it "
@@ -146,6 +151,19 @@ def train(g_model, d_model, g_optimizer, d_optimizer, loader, scaler):
         scaler.step(d_optimizer)
         scaler.update()
 """,
+        """\
+def train_one_epoch(model, criterion, loader, optimizer, scaler, amp):
+    for samples, targets in loader:
+        losses = criterion(model(samples), targets)
+        if amp:
+            optimizer.zero_grad()
+            scaler.scale(losses).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            losses.backward()
+            optimizer.step()  # expect: TL501
+""",
     ]
     VALID = [
         """\
@@ -212,6 +230,19 @@ def train(netG, netD, optimizerG, optimizerD, loader):
         generator_loss(netD(netG(z))).backward()
         optimizerG.step()
 """,
+        """\
+def train_one_epoch(model, criterion, loader, optimizer, scaler, amp):
+    for samples, targets in loader:
+        losses = criterion(model(samples), targets)
+        optimizer.zero_grad()  # before the `if`: both branches start from cleared gradients
+        if amp:
+            scaler.scale(losses).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            losses.backward()
+            optimizer.step()
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
@@ -236,6 +267,13 @@ def train(netG, netD, optimizerG, optimizerD, loader):
         if not clearings:
             self.report(node, self.MESSAGE.format(step=self.code(call, 60)), self.FIX.format(optimizer=name),
                         autofix=self._autofix(optimizer, loop, ctx))
+            return
+        statements = [stmt for stmt, stmt_ctx in analysis.statements_in_loop(loop)
+                      if any(stmt_ctx is clear_ctx for clear_ctx in clearings)]
+        if statements and all(analysis.exclusive_branches(stmt, node, ctx.scope) for stmt in statements):
+            # `if amp: opt.zero_grad(); scaler...` / `else: loss.backward(); opt.step()`
+            self.report(node, self.BRANCH_MESSAGE.format(step=self.code(call, 60)), self.BRANCH_FIX.format(optimizer=name),
+                        autofix=None)
             return
         guard = self._only_conditional(clearings, loop, ctx)
         if guard is not None:
