@@ -316,6 +316,39 @@ class Encoder(nn.Module):
             x += residual  # expect: TL302
         return x
 """,
+        """\
+class ConvBNAct(nn.Module):
+    def __init__(self, c_in, c_out, use_lab=False):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 1)
+        self.act = nn.ReLU()
+        if use_lab:
+            self.lab = Affine()
+        else:
+            self.lab = nn.Identity()
+
+    def forward(self, x):
+        x = self.act(self.conv(x))
+        x = self.lab(x)  # the ReLU's output itself, by default
+        return x
+
+
+class Block(nn.Module):
+    def __init__(self, c, agg):
+        super().__init__()
+        if agg == "se":
+            squeeze = ConvBNAct(c, c // 2)
+            excite = ConvBNAct(c // 2, c)
+            self.aggregation = nn.Sequential(squeeze, excite)
+        else:
+            self.aggregation = nn.Sequential(ConvBNAct(c, c), Gate(c))
+
+    def forward(self, x):
+        identity = x
+        x = self.aggregation(x)
+        x += identity  # expect: TL302
+        return x
+""",
     ]
     VALID = [
         """\
@@ -659,12 +692,28 @@ class Encoder(nn.Module):
             value = strip_views(value, through_detach=True)
         if type(value) is cst.Call:
             op = self._saving_op(value, binding.ctx)
+            if op is None and value.args and self._may_be_identity(value.func, binding.ctx):
+                # `x = self.lab(x)` with `self.lab = nn.Identity()` on one path of `__init__`
+                inner = dotted_name(value.args[0].value)
+                return self._saved_origin(inner, binding.ctx, depth + 1) if inner else None
             return (op, binding) if op is not None else None
         if type(value) is cst.ListComp:  # laterals = [conv(x[i]) for i, conv in enumerate(self.lateral_convs)]
             op = self._element_saving_op(value, binding.ctx)
             return (op, binding) if op is not None else None
         alias = dotted_name(value) if value is not None else None
         return self._saved_origin(alias, binding.ctx, depth + 1) if alias else None
+
+    def _may_be_identity(self, func, ctx: Context) -> bool:
+        """Is ``self.X`` built as ``nn.Identity()`` on some path of the class's methods?"""
+        key = dotted_name(func)
+        class_scope = ctx.scope.class_scope
+        if key is None or not key.startswith("self.") or class_scope is None:
+            return False
+        return any(
+            binding.kind == "assign" and type(binding.value) is cst.Call
+            and self.analysis.qualified_name(binding.value.func) == "torch.nn.Identity"
+            for binding in class_scope.bindings.get(key, ())
+        )
 
     def _python_list(self, key: str, ctx: Context) -> bool:
         binding = self.analysis.lookup(key, ctx)
@@ -778,6 +827,14 @@ class Encoder(nn.Module):
             return self._saving_elements(dotted_name(iterable), ctx) if element == () else None
         if binding is None or binding.kind != "assign" or binding.element:
             return None
+        if key.startswith("self.") and ctx.scope.class_scope is not None:
+            # `if agg == "ese": self.aggregation = ...` / `else: self.aggregation = ...`: built one
+            # way or another in `__init__`, it saves its output when any of the ways does
+            for other in ctx.scope.class_scope.bindings.get(key, ()):
+                if other is not binding and other.kind == "assign" and not other.element and type(other.value) is cst.Call:
+                    found = self._saving_constructor(other.value, 0, other.ctx)
+                    if found is not None:
+                        return found
         value = binding.value
         if type(value) is cst.Name:  # `self.act = act`, the constructor's `act=nn.ReLU()` by default
             value = analysis.parameter_default(analysis.lookup(value.value, binding.ctx))
@@ -807,6 +864,10 @@ class Encoder(nn.Module):
         if last_part(qualified) == "Sequential" and depth < MAX_ALIAS_DEPTH:
             layers = call_arguments(constructor)
             last = layers[-1] if layers else None
+            if type(last) is cst.Name and ctx is not None:  # `nn.Sequential(squeeze_conv, excitation_conv)`
+                binding = self.analysis.lookup(last.value, ctx)
+                if binding is not None and binding.kind == "assign" and not binding.element:
+                    last = binding.value
             if type(last) is not cst.Call or any(arg.star for arg in constructor.args):
                 return None
             found = self._saving_constructor(last, depth + 1, ctx)
