@@ -88,6 +88,8 @@ MODULE_EVIDENCE_METHODS = (
 COMPUTING_METHOD_WORDS = frozenset({
     "predict", "prediction", "evaluate", "evaluation", "infer", "inference", "decode", "denoise",
     "reconstruct", "sample",
+    # a policy network choosing actions: `agent.act(obs)`, `acmodel.get_action(obs)`
+    "act", "action", "actions",
     # a named variant of the forward pass: `model.incremental_forward(x, T)`, `forward_features(x)`
     "forward",
     # a model's own objective: `net.loss(theta, x)`, `model.calculate_loss(batch)`, `flow.log_prob(x)`

@@ -58,7 +58,7 @@ _MODE_TEST_RE = re.compile(
 # (`strip_optimizer(weights)` in a detection script is no optimizer). Bayesian-optimisation and
 # probabilistic-programming libraries differentiate what their models compute on their own.
 TRAINING_RE = re.compile(
-    r"backward|\boptim\.|\boptimi[sz]ers?\b|\.step\(|\bfit\w*\(|train\(|autograd|requires_grad|[Tt]rainer\b|"
+    r"backward|\boptim\.|\boptimi[sz]ers?\b|(?<!env)(?<!envs)\.step\(|\bfit\w*\(|train\(|autograd|requires_grad|[Tt]rainer\b|"
     r"\bgrad\(|\b(?:botorch|gpytorch|pyro)\b")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
@@ -476,6 +476,18 @@ for step in range(100):
     logits, state = model(torch.tensor([tokens[-1]]), state)  # expect: TL201
     tokens.append(int(logits.argmax()))
 print(tokens)
+""",
+        """\
+import gym
+from utils import load_model
+
+env = gym.make("MiniGrid-Empty-8x8-v0")
+acmodel = load_model(env.observation_space, env.action_space, "ppo")  # an evaluation script
+for _ in range(episodes):
+    obs, done = env.reset(), False
+    while not done:
+        action = acmodel.get_action(preprocess(obs)).item()  # expect: TL201
+        obs, reward, done, _ = env.step(action)
 """,
         """\
 import torch
@@ -1411,7 +1423,8 @@ for phase in ["train", "val"]:
                     per_step = self._runs_per_step(scope)
                 repeated = per_step or self._switched_and_called_in_loop(scope, inside)
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
-            is_forward = self._is_module_call if strict else self._is_forward
+            is_forward = self._is_forward if not strict else self._is_model_run if scope._memo.get("tl201_strict") \
+                else self._is_module_call
             call = next((call for call in calls if is_forward(call, ctx)), None)
             if call is None and not strict:
                 # a helper that loops over the batches itself: `run_epoch(model, val_data)`
@@ -1422,7 +1435,7 @@ for phase in ["train", "val"]:
             if call is None and not repeated and scope._memo.get("tl201_strict") and type(stmt) in (cst.Assign, cst.AnnAssign):
                 # `output = model(img)` once, in a script that trains nothing: the output, kept
                 # until the script ends, keeps the activations of the whole forward pass
-                call = next((call for call in self.analysis.calls_in(stmt) if self._is_module_call(call, ctx)), None)
+                call = next((call for call in self.analysis.calls_in(stmt) if self._is_model_run(call, ctx)), None)
             if call is None:
                 continue
             for region in inside:
@@ -1531,6 +1544,10 @@ for phase in ["train", "val"]:
         """Is the module-defined function inference code reported at its own forward pass
         (see ``_find_discarded_forward``)? Its callers then need no report of their own."""
         return callee.owner is self.analysis and self._discarded_forward(callee) is not None
+
+    def _is_model_run(self, call, ctx: Context) -> bool:
+        """A model called, or one of its methods that runs it (``acmodel.get_action(obs)``)."""
+        return self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)
 
     def _runs_model_method(self, call, ctx: Context) -> bool:
         """A model's method that torchlint cannot read but whose name says it runs the model
