@@ -20,6 +20,7 @@ LOSS_BOOKKEEPING_WORDS = frozenset({
 
 # Expressions that compute a tensor: a literal or a name bound before is not what backward() took.
 BACKPROPAGATED_VALUE_TYPES = ("Call", "UnaryOperation", "BinaryOperation", "Subscript", "Attribute")
+LOSS_CALL_WORDS = frozenset({"loss", "losses", "nll", "elbo", "objective", "forward"})
 
 
 class AttachmentQueries:
@@ -245,7 +246,12 @@ class AttachmentQueries:
                 return True
             # backward() is called on this name: the value is attached, whatever computed it
             # (``loss = -F.logsigmoid(r).mean()`` of rewards from a call torchlint cannot read)
-            return type(value).__name__ in BACKPROPAGATED_VALUE_TYPES and self._backpropagated(binding)
+            if type(value).__name__ in BACKPROPAGATED_VALUE_TYPES and self._backpropagated(binding):
+                return True
+            # `batch_loss = self.model.get_loss_for_batch(batch)`, scaled and then backpropagated:
+            # a call that says it computes a loss, whose value reaches a backward()
+            return type(value) is cst.Call and bool(LOSS_CALL_WORDS & set(name_words(call_name(value) or ""))) \
+                and binding.key in self.backpropagated_keys(binding.ctx.scope)
         if kind == "augassign":
             if self._attached(binding.value.value, ctx):
                 return True

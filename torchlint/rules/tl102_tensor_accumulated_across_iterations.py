@@ -133,6 +133,23 @@ for x, y in loader:
     if loss_ema < threshold:
         break
 """,
+        """\
+class TrainManager:
+    def train(self, batches):
+        epoch_loss = 0
+        for batch in batches:
+            batch_loss = self._train_batch(batch)
+            epoch_loss += batch_loss  # expect: TL102
+        return epoch_loss / len(batches)
+
+    def _train_batch(self, batch):
+        batch_loss = self.model.get_loss_for_batch(batch)  # a model of another file
+        norm_batch_loss = batch_loss / batch.ntokens
+        norm_batch_loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return norm_batch_loss
+""",
     ]
     VALID = [
         """\
