@@ -9,6 +9,7 @@ unknown means "may run"."""
 from __future__ import annotations
 
 import ast
+import re
 
 from torchlint.analysis.scopes import Scope
 from torchlint.lazy import cst
@@ -17,17 +18,28 @@ _UNKNOWN = object()
 
 
 class ArgumentQueries:
-    def may_run_for(self, call, callee: Scope, inner_call) -> bool:
+    def may_run_for(self, call, callee: Scope, inner_call, ctx=None) -> bool:
         """Can ``inner_call`` (a call in ``callee``'s own statements) run when ``call`` runs
         ``callee``? False only when a test around it is decided against it by the call's
-        literal arguments."""
+        literal arguments, or (given the call's context ``ctx``) by a literal the caller gave
+        an attribute of the instance just before calling one of its methods
+        (``self.state = "valid"`` … ``self._fit_batch(b)`` … ``if self.state == "train":``)."""
         statement = _statement_of(inner_call, callee, self)
         if statement is None:
             return True
         constants = constant_arguments(call, callee)
-        return not any(
-            _falsified(text, positive, constants) for text, positive in self.branch_conditions(statement, callee)
-        )
+        conditions = self.branch_conditions(statement, callee)
+        if ctx is not None and conditions and type(call.func) is cst.Attribute \
+                and type(call.func.value) is cst.Name and call.func.value.value == "self":
+            for text, _ in conditions:
+                for key in _SELF_ATTRIBUTE_RE.findall(text):
+                    binding = self.lookup(key, ctx)
+                    if binding is not None and binding.ctx.scope is ctx.scope and binding.kind == "assign" \
+                            and not binding.element and binding.value is not None:
+                        value = _literal(binding.value)
+                        if value is not _UNKNOWN:
+                            constants[key] = value
+        return not any(_falsified(text, positive, constants) for text, positive in conditions)
 
 
 def _literal(expr):
@@ -83,6 +95,9 @@ def _evaluate(node, constants: dict):
         return node.value
     if kind is ast.Name:
         return constants.get(node.id, _UNKNOWN)
+    if kind is ast.Attribute:
+        dotted = _dotted(node)
+        return constants.get(dotted, _UNKNOWN) if dotted is not None else _UNKNOWN
     if kind is ast.UnaryOp and type(node.op) is ast.Not:
         value = _evaluate(node.operand, constants)
         return _UNKNOWN if value is _UNKNOWN else not value
@@ -112,6 +127,20 @@ def _evaluate(node, constants: dict):
         except Exception:  # noqa: BLE001 - comparing literals cannot fail, but never crash a lint
             return _UNKNOWN
     return _UNKNOWN
+
+
+_SELF_ATTRIBUTE_RE = re.compile(r"\bself(?:\.\w+)+")
+
+
+def _dotted(node) -> str | None:
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def _statement_of(call, scope, analysis):

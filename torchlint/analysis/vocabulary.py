@@ -72,6 +72,12 @@ PER_STEP_HOOKS = {
     "after_step": "fastai", "after_batch": "fastai",
     # torchbearer / poutyne callbacks
     "on_step_training": "torchbearer", "on_train_batch_begin": "poutyne / Keras-style callbacks",
+    "on_batch_begin": "Keras-style callbacks (catalyst, lumin, poutyne)",
+    "on_batch_end": "Keras-style callbacks (catalyst, lumin, poutyne)",
+    "on_forwards_end": "lumin", "on_backwards_begin": "lumin", "on_backwards_end": "lumin",
+    # OpenMMLab runner hooks
+    "before_train_iter": "mmcv / mmengine", "after_train_iter": "mmcv / mmengine",
+    "after_val_iter": "mmcv / mmengine", "after_test_iter": "mmcv / mmengine",
 }
 # A module's forward runs once per step of whatever drives the model.
 FORWARD_METHODS = frozenset({"forward"})

@@ -478,6 +478,25 @@ for step in range(100):
 print(tokens)
 """,
         """\
+class Trainer:
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            self.phase = "train"
+            self.model.train()
+            self.run_epoch(self.train_loader)
+            self.phase = "val"
+            self.model.eval()
+            self.run_epoch(self.val_loader)  # expect: TL201
+
+    def run_epoch(self, loader):
+        for x, y in loader:
+            loss = self.criterion(self.model(x), y)
+            if self.phase == "train":  # "val" for the call after `self.phase = "val"`
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+""",
+        """\
 import gym
 from utils import load_model
 
@@ -1362,7 +1381,7 @@ for phase in ["train", "val"]:
                 inner_callee is not None and inner_callee is not callee
                 and (analysis.backpropagates(inner_callee) or analysis.steps_optimizer(inner_callee))
             )
-            if training and analysis.may_run_for(call, callee, inner_call):
+            if training and analysis.may_run_for(call, callee, inner_call, ctx):
                 return True
         return False
 
