@@ -497,6 +497,33 @@ class Trainer:
                 self.optimizer.step()
 """,
         """\
+import torch
+from models import build_model
+
+
+class Detector:  # the inference tool of a detection repository
+    def __init__(self, cfg):
+        self.model = build_model(cfg)
+        self.model.eval()
+
+    def __call__(self, paths):
+        results = []
+        for path in paths:
+            preds = self.model(load_image(path))  # expect: TL201
+            results.append(postprocess(preds))
+        return results
+
+
+def main(cfg):
+    detector = Detector(cfg)
+    for batch in chunks(cfg["images"]):
+        write(detector(batch))
+
+
+if __name__ == "__main__":
+    main(load_config())
+""",
+        """\
 import gym
 from utils import load_model
 
@@ -1070,9 +1097,41 @@ for phase in ["train", "val"]:
         if scope.kind != "function" or (DRY_RUN_WORDS | BUILDER_WORDS | GRADIENT_WORDS) & {
                 word.lower() for word in name_words(scope.name)}:
             return False
-        # (a call after the top level's own `model.eval()` is reported there, at the call)
-        return any(caller_ctx.scope.kind == "module" and self._regions(caller_ctx.scope)
-                   and caller_ctx.scope._memo.get("tl201_strict") for _, caller_ctx in self.analysis.callers_of(scope))
+        # (a call after the top level's own `model.eval()` is reported there, at the call), or a
+        # function such a function calls (`main()` runs `detector(img)`: its `__call__`)
+        if any(self._regions(caller_ctx.scope) and caller_ctx.scope._memo.get("tl201_strict")
+               for _, caller_ctx in self.analysis.callers_of(scope) if caller_ctx.scope is not scope):
+            return True
+        if scope.name != "__call__" or scope.parent is None or scope.parent.kind != "class":
+            return False
+        # `detector = OpenDetector(cfg)` … `detector(img_path=file)` in the script's `main()`
+        return any(self._script_callee(call, ctx) is scope
+                   for caller in [self.analysis.module_scope, *self.analysis.scopes.values()]
+                   if caller is not scope and caller.kind != "class" and self._regions(caller) and caller._memo.get("tl201_strict")
+                   for stmt, ctx in caller.statements if ctx.scope is caller
+                   for call in self.analysis.calls_in(stmt))
+
+    def _script_callee(self, call, ctx: Context):
+        """The function a call runs: a function of the project, or the ``__call__`` of an
+        instance of a class of this file (``detector(img)``)."""
+        analysis = self.analysis
+        callee = analysis.called_function(call, ctx)
+        if callee is not None or type(call.func) not in (cst.Name, cst.Attribute):
+            return callee
+        class_scope = analysis.instance_class(call.func, ctx, foreign=False)
+        return analysis.method_of(class_scope, "__call__", set(), foreign=False) if class_scope is not None else None
+
+    def _reported_in_script(self, call, ctx: Context) -> bool:
+        """Does the call run a function of this file that is inference code of a script and is
+        reported at its own forward pass (a detector's ``__call__`` run by ``main()``)?"""
+        if not ctx.scope._memo.get("tl201_strict"):
+            return False
+        callee = self._script_callee(call, ctx)
+        if callee is None or callee is ctx.scope or callee.owner is not self.analysis or callee.kind != "function":
+            return False
+        regions = self._regions(callee)
+        return bool(regions) and callee._memo.get("tl201_strict", False) \
+            and self._first_forward(callee, regions, strict=True) is not None
 
     def _called_from_evaluation(self, scope) -> bool:
         loop = self.analysis.loops.get(id(scope.node)) if scope.kind == "function" else None
@@ -1444,7 +1503,7 @@ for phase in ["train", "val"]:
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             is_forward = self._is_forward if not strict else self._is_model_run if scope._memo.get("tl201_strict") \
                 else self._is_module_call
-            call = next((call for call in calls if is_forward(call, ctx)), None)
+            call = next((call for call in calls if is_forward(call, ctx) and not self._reported_in_script(call, ctx)), None)
             if call is None and not strict:
                 # a helper that loops over the batches itself: `run_epoch(model, val_data)`
                 call = next((call for call in self.analysis.calls_in(stmt) if self._loops_forward(call, ctx)), None)
