@@ -171,6 +171,26 @@ class RewardModelTrainer:
         with torch.no_grad():
             return sum(self.model(batch).mean().item() for batch in loader)
 """,
+        """\
+class MetaLearner(nn.Module):  # the module trains itself
+    def fit(self, loader, optimizer, val_loader):
+        self.train()
+        for episode, task in enumerate(loader):
+            self.fit_on_task(task, optimizer)
+            if (episode + 1) % 1000 == 0:
+                self.validate(val_loader)  # expect: TL202
+
+    def fit_on_task(self, task, optimizer):
+        optimizer.zero_grad()
+        loss = self.loss(task)
+        loss.backward()
+        optimizer.step()
+
+    def validate(self, loader):
+        self.eval()
+        with torch.no_grad():
+            return sum(self.accuracy(task) for task in loader) / len(loader)
+""",
     ]
     VALID = [
         """\
@@ -426,8 +446,9 @@ class LoRATrainer:  # the text encoder of the pipeline is frozen: eval mode on p
                 callee = analysis.called_function(call, ctx)
                 if callee is None or not (analysis.backpropagates(callee) or analysis.steps_optimizer(callee)):
                     continue
-                if key.startswith("self.") and key.count(".") == 1 and type(func) is cst.Attribute \
+                if (key == "self" or key.startswith("self.") and key.count(".") == 1) and type(func) is cst.Attribute \
                         and dotted_name(func.value) == "self":
+                    # a module training itself (`self.fit_on_task(...)`), or its model
                     return True  # (`self.sd.text_encoder`, a part of a pipeline, may well be frozen)
                 if any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
                     return True
