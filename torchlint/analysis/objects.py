@@ -152,8 +152,16 @@ class ModuleQueries:
             return self._annotated_module(binding)
         if binding is None or binding.kind != "assign" or binding.element:
             return False
-        value = binding.value
-        value = strip_pass_through(value)
+        value = strip_pass_through(binding.value)
+        if type(value) is not cst.Call and dotted_name(value) == key and key.startswith("self.") \
+                and ctx.scope.class_scope is not None:
+            # `self.model = self.model.to(device)`: what the attribute was built as before
+            earlier = [other for other in ctx.scope.class_scope.bindings.get(key, ())
+                       if other.kind == "assign" and not other.element
+                       and type(strip_pass_through(other.value)) is cst.Call]
+            if not earlier:
+                return False
+            binding, value = earlier[-1], strip_pass_through(earlier[-1].value)
         if type(value) is not cst.Call:
             return False
         if self.is_module_factory(value, binding.ctx):

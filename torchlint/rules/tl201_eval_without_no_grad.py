@@ -1220,7 +1220,7 @@ for phase in ["train", "val"]:
         if not (analysis.may_contain(".detach(") or analysis.may_contain(".numpy(")
                 or analysis.may_contain(".tolist(") or analysis.may_contain(".item(")
                 or analysis.may_contain(".data") or analysis.may_contain("int(") or analysis.may_contain("float(")
-                or self._name_says_evaluation(name) or _names_generation(name)):
+                or self._name_says_evaluation(name) or _names_generation(name) or self._inference_only_file()):
             return None
         # first the cheap, local part: a forward pass of the model itself and results made data
         forward = None
@@ -1239,8 +1239,9 @@ for phase in ["train", "val"]:
             if not converts and (any(call_name(call) in DETACHING_METHODS or _number_of(call) for call in calls)
                                  or self._reads_data_of_attached(stmt, ctx)):
                 converts = True
-        if forward is None or not (converts or self._name_says_evaluation(name) or _names_generation(name)):
-            return None  # an inference function says so by its results or by its name
+        if forward is None or not (converts or self._name_says_evaluation(name) or _names_generation(name) or (
+                self._inference_only_file() and not DRY_RUN_WORDS & {word.lower() for word in name_words(name)})):
+            return None  # an inference function says so by its results, its name or its file
         if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
             return None
         words = {word.lower() for word in name_words(name)}
