@@ -7,7 +7,7 @@ from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
     empty_container, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
-from torchlint.analysis.arguments import constant_arguments
+from torchlint.analysis.arguments import constant_arguments, passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS
 from torchlint.lazy import cst
@@ -495,6 +495,42 @@ class Trainer:
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.optimizer.step()
+""",
+        """\
+class Predictor:
+    def __init__(self, model):
+        self.model = model.to("cuda")
+
+    def scores(self, batch):  # the logits, graph and all: a caller may train on them
+        return self.model(batch)
+
+
+def predict_dataset(predictor, batches):  # the predictor is whatever the callers pass
+    predictions = []
+    for batch in batches:
+        predictions += predictor.scores(batch).argmax(-1).tolist()  # expect: TL201
+    return predictions
+
+
+def main(model, dev_batches):
+    return predict_dataset(Predictor(model), dev_batches)
+""",
+        """\
+import torch
+
+
+class Recognizer:  # the command-line inference wrapper of a speech toolkit
+    def __init__(self, path):
+        self.model = torch.jit.load(path)
+        self.model = self.model.to("cuda")
+
+    def transcribe(self, audio):
+        return self._decode(audio)["text"]
+
+    def _decode(self, audio):
+        encoder_out, _ = self.model.forward_encoder(features(audio))  # expect: TL201
+        tokens = beam_search(self.model.ctc_activation(encoder_out))
+        return {"text": "".join(self.vocab[t] for t in tokens)}
 """,
         """\
 import torch
@@ -1612,12 +1648,40 @@ for phase in ["train", "val"]:
             return True
         callee = self.analysis.called_function(call, ctx)
         if callee is None:
-            return self._runs_model_method(call, ctx)
+            return self._runs_model_method(call, ctx) or self._passed_instance_runs_forward(call, ctx)
         if callee is ctx.scope or callee.grad is not GradMode.ENABLED:
             return False
         if self._callee_trains(call, ctx) or self._reported_inside(callee):
             return False
         return self._runs_forward(callee, 0)
+
+    def _passed_instance_runs_forward(self, call, ctx: Context) -> bool:
+        """``trainer.predict(batch)`` with ``trainer`` a parameter that every caller in this file
+        fills with an instance of a project class (``Trainer(...)``) whose ``predict`` runs a
+        model with grad enabled."""
+        func = call.func
+        analysis = self.analysis
+        if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
+            return False
+        binding = analysis.lookup(func.value.value, ctx)
+        scope = ctx.scope
+        if binding is None or binding.kind != "param" or binding.ctx.scope is not scope:
+            return False
+        callers = analysis.callers_of(scope)
+        if not callers:
+            return False
+        for caller, caller_ctx in callers:
+            argument = passed_arguments(caller, scope).get(func.value.value)
+            class_scope = None if argument is None else analysis.class_named(argument.func) \
+                if type(argument) is cst.Call else analysis.instance_class(argument, caller_ctx)
+            method = class_scope.owner.method_of(class_scope, func.attr.value, set()) if class_scope is not None else None
+            if method is None or method.grad is not GradMode.ENABLED:
+                return False
+            owner = method.owner
+            rule = self if owner is analysis else type(self)(owner, [], self.options)
+            if not rule._runs_forward(method, 1) or owner.backpropagates(method) or owner.steps_optimizer(method):
+                return False
+        return True
 
     def _reported_inside(self, callee) -> bool:
         """Is the module-defined function inference code reported at its own forward pass
