@@ -9,7 +9,10 @@ from torchlint.analysis import (
 )
 from torchlint.analysis.arguments import constant_arguments, passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
-from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS
+from torchlint.analysis.vocabulary import (
+    COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS,
+    NOT_FORWARD_METHOD_RE,
+)
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
 from torchlint.rule import Rule
@@ -54,6 +57,9 @@ DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian",
 _MODE_TEST_RE = re.compile(
     r"^(?P<name>(?:\w+\.)*(?:is_|do_)?train(?:ing)?(?:_mode|_model)?)$|"
     r"^(?P<name2>[\w.]+)\s*==\s*['\"]train(?:ing)?['\"]$|^['\"]train(?:ing)?['\"]\s*==\s*(?P<name3>[\w.]+)$")
+# Calls that load a model from saved weights: what an inference wrapper runs.
+LOADING_FACTORIES = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.export.load"})
+LOADING_NAME_RE = re.compile(r"^(?:load|from_pretrained|load_model|load_checkpoint|load_pretrained)\w*$")
 # Text that any training code contains; a file without any of it only runs its models
 # (`strip_optimizer(weights)` in a detection script is no optimizer). Bayesian-optimisation and
 # probabilistic-programming libraries differentiate what their models compute on their own.
@@ -109,6 +115,11 @@ class EvalWithoutNoGrad(Rule):
     their own) is inference code at its top level and in the functions the top level calls
     (`main()`, `deploy()`): a model's forward pass there, in a loop or bound to a name once, is
     reported, since nothing the script computes is returned to anyone who could backpropagate.
+    In such a file, a function that runs a model loaded from saved weights (`torch.jit.load`,
+    `torch.load`, `from_pretrained`, `load_model`) and lets no attached value out is inference
+    code whatever its name (a command-line wrapper's `_decode`); functions its inference
+    functions call, and the `__call__` of an instance they call (`detector(img)`), are reported
+    at their own forward pass.
     A forward pass whose result is detached in the same expression
     (`feats[k] = encoder(x).cpu().detach()`), in a loop that trains nothing, is evaluation
     even when the code after it trains another model.
@@ -1157,6 +1168,30 @@ for phase in ["train", "val"]:
         class_scope = analysis.instance_class(call.func, ctx, foreign=False)
         return analysis.method_of(class_scope, "__call__", set(), foreign=False) if class_scope is not None else None
 
+    def _runs_loaded_weights(self, call) -> bool:
+        """Is the model the call runs one loaded from saved weights (``torch.jit.load(path)``,
+        ``torch.load``, ``from_pretrained``, ``load_model``), as an inference wrapper's is?"""
+        func = call.func
+        receivers = [func] + ([func.value] if type(func) is cst.Attribute else [])
+        analysis = self.analysis
+        for receiver in receivers:
+            key = dotted_name(receiver)
+            if key is None:
+                continue
+            scopes = [s for s in analysis.scopes.values() if s.kind == "class"] if key.startswith("self.") else \
+                [analysis.module_scope, *[s for s in analysis.scopes.values() if s.kind != "class"]]
+            bindings = [b for s in scopes for b in s.bindings.get(key, ())]
+            if not bindings:
+                continue
+            for binding in bindings:
+                value = strip_pass_through(binding.value) if binding.kind == "assign" and binding.value is not None else None
+                if type(value) is cst.Call:
+                    qualified = analysis.qualified_name(value.func) or dotted_name(value.func) or ""
+                    if qualified in LOADING_FACTORIES or LOADING_NAME_RE.search(last_part(qualified)):
+                        return True
+            return False
+        return False
+
     def _reported_in_script(self, call, ctx: Context) -> bool:
         """Does the call run a function of this file that is inference code of a script and is
         reported at its own forward pass (a detector's ``__call__`` run by ``main()``)?"""
@@ -1276,8 +1311,9 @@ for phase in ["train", "val"]:
                                  or self._reads_data_of_attached(stmt, ctx)):
                 converts = True
         if forward is None or not (converts or self._name_says_evaluation(name) or _names_generation(name) or (
-                self._inference_only_file() and not DRY_RUN_WORDS & {word.lower() for word in name_words(name)})):
-            return None  # an inference function says so by its results, its name or its file
+                self._inference_only_file() and not DRY_RUN_WORDS & {word.lower() for word in name_words(name)}
+                and self._runs_loaded_weights(forward[1]))):
+            return None  # an inference function says so by its results, its name, or its file and its model
         if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
             return None
         words = {word.lower() for word in name_words(name)}
@@ -1749,6 +1785,9 @@ for phase in ["train", "val"]:
         name = dotted_name(target.value if type(target) is cst.Subscript else target)
         if name is None or LOSS_NAME_RE.search(last_part(name)):
             return False
+        verb = NOT_FORWARD_METHOD_RE.match(last_part(name))
+        if verb is not None and 0 < verb.end() < len(last_part(name)):
+            return False  # `core.read_model(path)`, `load_model(cfg)`: named for what it makes, not a module
         return self.analysis.is_module(target, ctx) and not self._is_predicting_wrapper(name, ctx)
 
     def _is_predicting_wrapper(self, key: str, ctx: Context) -> bool:
