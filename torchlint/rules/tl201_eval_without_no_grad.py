@@ -508,6 +508,21 @@ class Trainer:
                 self.optimizer.step()
 """,
         """\
+pg = Policy().to(device)
+optimizer = optim.Adam(pg.parameters(), lr=3e-4)
+while global_step < total_timesteps:
+    obs = env.reset()
+    for step in range(episode_length):  # the rollout: nothing here backpropagates
+        action, logp = pg.get_action(obs)  # expect: TL201
+        actions[step] = action.data.numpy()[0]
+        logprobs[step] = logp.data.numpy()[0]
+        obs, rewards[step], dones[step], _ = env.step(action.tolist()[0])
+    loss = ppo_loss(pg, actions, logprobs, rewards)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        """\
 class Predictor:
     def __init__(self, model):
         self.model = model.to("cuda")
@@ -868,6 +883,19 @@ def main(model, test_set):
         save(estimates.cpu().numpy())
 """,
         """\
+for episode in range(episodes):
+    obs, log_probs, rewards = env.reset(), [], []
+    for t in range(max_steps):  # REINFORCE: the log-probabilities keep their graph on purpose
+        action, log_prob = policy.act(obs)
+        log_probs.append(log_prob)
+        obs, reward, done, _ = env.step(action.item())
+        rewards.append(reward)
+    loss = -(torch.stack(log_probs) * discounted(rewards)).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        """\
 for phase in ["train", "val"]:
     for inputs, labels in loaders[phase]:
         optimizer.zero_grad()
@@ -894,7 +922,8 @@ for phase in ["train", "val"]:
             if found is not None:  # inference code from its first statement to its end
                 regions = [(scope.statements[0][1].order - 1, math.inf)]
         if found is None:
-            if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope):
+            if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
+                    and not self._report_discarded_in_loop(scope):
                 self._report_periodic_evaluation(scope)
             return
         if analysis.all_calls_grad_disabled(scope):
@@ -915,7 +944,8 @@ for phase in ["train", "val"]:
             stmt, call = found
             self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
                         autofix=self._autofix(scope, regions, stmt))
-        elif not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope):
+        elif not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
+                and not self._report_discarded_in_loop(scope):
             self._report_periodic_evaluation(scope)
 
     # ------------------------------------------------------------------ a shared loop run for evaluation
@@ -963,6 +993,73 @@ for phase in ["train", "val"]:
             if name and not name.endswith(".training") and name.partition(".")[0] not in params:
                 return True
         return False
+
+    def _report_discarded_in_loop(self, scope) -> bool:
+        """A loop that trains nothing (an environment rollout, a decoding loop) whose forward
+        pass gives outputs that the iteration only reads as data (``action.data.numpy()``,
+        ``logp.item()``, ``probs.tolist()``): the graph of every such forward is thrown away."""
+        analysis = self.analysis
+        if is_test_file(analysis.path) or not any(
+                analysis.may_contain(token) for token in (".numpy(", ".item(", ".tolist(", ".data", ".detach(")):
+            return False
+        backpropagated = analysis.backpropagated_keys(scope)
+        for loop in analysis.loops.values():
+            if loop.scope is not scope or loop.implicit is not None or analysis.loop_backpropagates(loop) \
+                    or analysis.loop_runs_once(loop) or _is_retry_loop(loop.node):
+                continue
+            statements = [(stmt, ctx) for stmt, ctx in analysis.statements_in_loop(loop)
+                          if ctx.scope is scope and type(stmt).__name__ not in COMPOUND_STATEMENTS]
+            for index, (stmt, ctx) in enumerate(statements):
+                if ctx.grad is not GradMode.ENABLED or type(stmt) is not cst.Assign:
+                    continue
+                call = next((call for call in analysis.calls_in(stmt) if self._is_model_run(call, ctx)), None)
+                if call is None or strip_pass_through(stmt.value) is not call:
+                    continue
+                names = {node.value for target in stmt.targets for node in iter_expression_nodes(target.target)
+                         if type(node) is cst.Name}
+                if not names or names & backpropagated:
+                    continue
+                if self._only_read_as_data(names, statements[index + 1:]):
+                    self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)),
+                                "run the forward pass under `with torch.no_grad():`: its outputs are only read as data")
+                    return True
+        return False
+
+    def _only_read_as_data(self, names: set, statements) -> bool:
+        """Is every later use of the names, until they are bound again, turned into data where
+        it is read (``x.data``, ``x.detach()``, ``x.cpu().numpy()``, ``x.tolist()``), and is there one?"""
+        analysis = self.analysis
+        used = False
+        for stmt, _ in statements:
+            converted = set()
+            for expr in analysis.own_expressions(stmt):
+                for node in iter_expression_nodes(expr):
+                    receiver = None
+                    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in DETACHING_METHODS:
+                        receiver = node.func.value
+                    elif type(node) is cst.Attribute and node.attr.value == "data":
+                        receiver = node.value
+                    while receiver is not None and type(receiver) is not cst.Name:
+                        if type(receiver) is cst.Subscript:
+                            receiver = receiver.value
+                        elif type(receiver) is cst.Call and type(receiver.func) is cst.Attribute \
+                                and receiver.func.attr.value in GRAPH_KEEPING_CONVERSIONS:
+                            receiver = receiver.func.value
+                        else:
+                            receiver = None
+                    if receiver is not None:
+                        converted.add(id(receiver))
+            for expr in analysis.own_expressions(stmt):
+                for node in iter_expression_nodes(expr):
+                    if type(node) is cst.Name and node.value in names:
+                        if id(node) not in converted:
+                            return False
+                        used = True
+            if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and names & {
+                    node.value for target in getattr(stmt, "targets", [stmt]) for node in
+                    iter_expression_nodes(target.target) if type(node) is cst.Name}:
+                break  # bound again
+        return used
 
     def _report_evaluation_run(self, scope) -> bool:
         """Reports the first call, with grad enabled, of a function of the project that trains
