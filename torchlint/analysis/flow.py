@@ -378,6 +378,9 @@ class ControlFlowQueries:
                         self._record_branches([stmt.orelse], negated, memo)
                     else:
                         self._record_branches(_suite_statements(stmt.orelse.body), negated, memo)
+                elif _ends_in_exit(stmt.body):
+                    # `if state != "train": return`: what follows runs only when the test fails
+                    path = path + ((text, not positive),)
                 continue
             for block in _child_blocks(stmt):
                 self._record_branches(block, path, memo)
@@ -506,3 +509,14 @@ def _extends(key: str, value) -> bool:
             value.for_in.ifs and any(key in mentioned_keys(test.test) for test in value.for_in.ifs)
         )
     return key in mentioned_keys(value)
+
+
+def _ends_in_exit(body) -> bool:
+    """Does an ``if`` body end in ``return`` / ``raise`` / ``continue`` / ``break``?"""
+    statements = _suite_statements(body)
+    if not statements:
+        return False
+    last = statements[-1]
+    if type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+        return bool(last.body) and type(last.body[-1]) in (cst.Return, cst.Raise, cst.Continue, cst.Break)
+    return False

@@ -508,6 +508,27 @@ class Trainer:
                 self.optimizer.step()
 """,
         """\
+class Model:
+    def _fit_batch(self, x, y):
+        self.y_pred = self.model(x)
+        self.loss = self.loss_func(self.y_pred, y)
+        if self.state != "train":
+            return  # validation stops here: no backward for it
+        self.opt.zero_grad()
+        self.loss.backward()
+        self.opt.step()
+
+    def fit(self, train_batches, valid_batches):
+        self.model.train()
+        self.state = "train"
+        for x, y in train_batches:
+            self._fit_batch(x, y)
+        self.model.eval()
+        self.state = "valid"
+        for x, y in valid_batches:
+            self._fit_batch(x, y)  # expect: TL201
+""",
+        """\
 pg = Policy().to(device)
 optimizer = optim.Adam(pg.parameters(), lr=3e-4)
 while global_step < total_timesteps:
