@@ -943,6 +943,8 @@ for phase in ["train", "val"]:
             if found is not None:  # inference code from its first statement to its end
                 regions = [(scope.statements[0][1].order - 1, math.inf)]
         if found is None:
+            if analysis.all_calls_grad_disabled(scope):
+                return  # every caller in this module already runs it under no_grad
             if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
                     and not self._report_discarded_in_loop(scope):
                 self._report_periodic_evaluation(scope)
@@ -1016,13 +1018,30 @@ for phase in ["train", "val"]:
         return False
 
     def _report_discarded_in_loop(self, scope) -> bool:
+        found = self._discarded_in_loop(scope)
+        if found is None:
+            return False
+        stmt, call = found
+        self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)),
+                    "run the forward pass under `with torch.no_grad():`: its outputs are only read as data")
+        return True
+
+    def _discarded_in_loop(self, scope):
         """A loop that trains nothing (an environment rollout, a decoding loop) whose forward
         pass gives outputs that the iteration only reads as data (``action.data.numpy()``,
-        ``logp.item()``, ``probs.tolist()``): the graph of every such forward is thrown away."""
+        ``logp.item()``, ``probs.tolist()``): the graph of every such forward is thrown away.
+        (statement, call) or None; memoised."""
+        memo = scope._memo
+        if "tl201_discarded_in_loop" not in memo:
+            memo["tl201_discarded_in_loop"] = None
+            memo["tl201_discarded_in_loop"] = self._find_discarded_in_loop(scope)
+        return memo["tl201_discarded_in_loop"]
+
+    def _find_discarded_in_loop(self, scope):
         analysis = self.analysis
-        if is_test_file(analysis.path) or not any(
+        if is_test_file(analysis.path) or scope.grad is not GradMode.ENABLED or not any(
                 analysis.may_contain(token) for token in (".numpy(", ".item(", ".tolist(", ".data", ".detach(")):
-            return False
+            return None
         backpropagated = analysis.backpropagated_keys(scope)
         for loop in analysis.loops.values():
             if loop.scope is not scope or loop.implicit is not None or analysis.loop_backpropagates(loop) \
@@ -1041,10 +1060,8 @@ for phase in ["train", "val"]:
                 if not names or names & backpropagated:
                     continue
                 if self._only_read_as_data(names, statements[index + 1:]):
-                    self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)),
-                                "run the forward pass under `with torch.no_grad():`: its outputs are only read as data")
-                    return True
-        return False
+                    return stmt, call
+        return None
 
     def _only_read_as_data(self, names: set, statements) -> bool:
         """Is every later use of the names, until they are bound again, turned into data where
@@ -1840,7 +1857,8 @@ for phase in ["train", "val"]:
     def _reported_inside(self, callee) -> bool:
         """Is the module-defined function inference code reported at its own forward pass
         (see ``_find_discarded_forward``)? Its callers then need no report of their own."""
-        return callee.owner is self.analysis and self._discarded_forward(callee) is not None
+        return callee.owner is self.analysis and (
+            self._discarded_forward(callee) is not None or self._discarded_in_loop(callee) is not None)
 
     def _is_model_run(self, call, ctx: Context) -> bool:
         """A model called, or one of its methods that runs it (``acmodel.get_action(obs)``)."""
