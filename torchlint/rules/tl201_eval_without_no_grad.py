@@ -57,6 +57,11 @@ DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian",
 _MODE_TEST_RE = re.compile(
     r"^(?P<name>(?:\w+\.)*(?:is_|do_)?train(?:ing)?(?:_mode|_model)?)$|"
     r"^(?P<name2>[\w.]+)\s*==\s*['\"]train(?:ing)?['\"]$|^['\"]train(?:ing)?['\"]\s*==\s*(?P<name3>[\w.]+)$")
+# Tensors made up on the spot: a smoke test's or a benchmark's inputs.
+SYNTHETIC_FACTORIES = frozenset({
+    "randn", "rand", "randint", "zeros", "ones", "empty", "full", "arange", "randn_like", "rand_like",
+    "zeros_like", "ones_like", "linspace",
+})
 # Calls that load a model from saved weights: what an inference wrapper runs.
 LOADING_FACTORIES = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.export.load"})
 LOADING_NAME_RE = re.compile(r"^(?:load|from_pretrained|load_model|load_checkpoint|load_pretrained)\w*$")
@@ -904,6 +909,23 @@ def main(model, test_set):
         save(estimates.cpu().numpy())
 """,
         """\
+import torch
+from torch import nn
+
+
+class CRAFT(nn.Module):
+    def forward(self, x):
+        return self.head(self.backbone(x))
+
+
+if __name__ == "__main__":  # a model file's smoke test: made-up inputs, one shape check
+    model = CRAFT().cuda()
+    output = model(torch.randn(1, 3, 768, 768).cuda())
+    print(output.shape)
+    for _ in range(100):  # and a timing loop
+        model(torch.ones(1, 3, 768, 768, device="cuda"))
+""",
+        """\
 for episode in range(episodes):
     obs, log_probs, rewards = env.reset(), [], []
     for t in range(max_steps):  # REINFORCE: the log-probabilities keep their graph on purpose
@@ -1327,6 +1349,42 @@ for phase in ["train", "val"]:
             return False
         return False
 
+    def _synthetic_inputs(self, call, ctx: Context) -> bool:
+        """Are the call's inputs made up on the spot (``torch.randn(1, 3, 224, 224)``,
+        ``torch.ones(4, 200)``, names bound to them): a model file's smoke test under ``if
+        __name__ == "__main__":`` or a timing loop, not inference on data?"""
+        arguments = [arg.value for arg in call.args]
+        return bool(arguments) and all(self._made_up(argument, ctx, 0) for argument in arguments)
+
+    def _made_up(self, expr, ctx: Context, depth: int) -> bool:
+        expr = strip_pass_through(expr)
+        while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in (
+                "cuda", "to", "float", "half", "double", "long", "cpu", "unsqueeze", "view", "reshape", "requires_grad_"):
+            expr = expr.func.value
+        kind = type(expr)
+        if kind in (cst.Integer, cst.Float, cst.SimpleString) or kind is cst.Name and expr.value in ("None", "True", "False"):
+            return True
+        if kind in (cst.Tuple, cst.List):
+            return all(self._made_up(element.value, ctx, depth + 1) for element in expr.elements)
+        if kind is cst.Call:
+            qualified = self.analysis.qualified_name(expr.func) or ""
+            if qualified.rpartition(".")[0] != "torch":
+                return False
+            if last_part(qualified) in SYNTHETIC_FACTORIES:
+                return True
+            # `torch.log(torch.randn(...))`: a torch function of made-up tensors
+            positional = [arg.value for arg in expr.args if arg.keyword is None]
+            return bool(positional) and depth < 4 and all(self._made_up(arg, ctx, depth + 1) for arg in positional)
+        if kind is cst.BinaryOperation:  # `[498] * 15`
+            return self._made_up(expr.left, ctx, depth + 1) and self._made_up(expr.right, ctx, depth + 1)
+        if kind is cst.Name and depth < 3:
+            # every binding of the name (a loop may rebind it from the model's outputs)
+            bindings = ctx.scope.bindings.get(expr.value, ())
+            return bool(bindings) and all(
+                binding.kind == "assign" and not binding.element and binding.value is not None
+                and self._made_up(binding.value, binding.ctx, depth + 1) for binding in bindings)
+        return False
+
     def _reported_in_script(self, call, ctx: Context) -> bool:
         """Does the call run a function of this file that is inference code of a script and is
         reported at its own forward pass (a detector's ``__call__`` run by ``main()``)?"""
@@ -1711,7 +1769,8 @@ for phase in ["train", "val"]:
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             is_forward = self._is_forward if not strict else self._is_model_run if scope._memo.get("tl201_strict") \
                 else self._is_module_call
-            call = next((call for call in calls if is_forward(call, ctx) and not self._reported_in_script(call, ctx)), None)
+            call = next((call for call in calls if is_forward(call, ctx) and not self._reported_in_script(call, ctx)
+                         and not (scope._memo.get("tl201_strict") and self._synthetic_inputs(call, ctx))), None)
             if call is None and not strict:
                 # a helper that loops over the batches itself: `run_epoch(model, val_data)`
                 call = next((call for call in self.analysis.calls_in(stmt) if self._loops_forward(call, ctx)), None)
@@ -1721,7 +1780,8 @@ for phase in ["train", "val"]:
             if call is None and not repeated and scope._memo.get("tl201_strict") and type(stmt) in (cst.Assign, cst.AnnAssign):
                 # `output = model(img)` once, in a script that trains nothing: the output, kept
                 # until the script ends, keeps the activations of the whole forward pass
-                call = next((call for call in self.analysis.calls_in(stmt) if self._is_model_run(call, ctx)), None)
+                call = next((call for call in self.analysis.calls_in(stmt) if self._is_model_run(call, ctx)
+                             and not self._synthetic_inputs(call, ctx)), None)
             if call is None:
                 continue
             for region in inside:
