@@ -1368,20 +1368,20 @@ for phase in ["train", "val"]:
             return all(self._made_up(element.value, ctx, depth + 1) for element in expr.elements)
         if kind is cst.Call:
             qualified = self.analysis.qualified_name(expr.func) or ""
-            if qualified.rpartition(".")[0] != "torch":
-                return False
+            if qualified.rpartition(".")[0] != "torch" and not self._is_model_run(expr, ctx):
+                return False  # (a model run on made-up inputs makes up its outputs too)
             if last_part(qualified) in SYNTHETIC_FACTORIES:
                 return True
             # `torch.log(torch.randn(...))`: a torch function of made-up tensors
             positional = [arg.value for arg in expr.args if arg.keyword is None]
-            return bool(positional) and depth < 4 and all(self._made_up(arg, ctx, depth + 1) for arg in positional)
+            return bool(positional) and depth < 6 and all(self._made_up(arg, ctx, depth + 1) for arg in positional)
         if kind is cst.BinaryOperation:  # `[498] * 15`
             return self._made_up(expr.left, ctx, depth + 1) and self._made_up(expr.right, ctx, depth + 1)
-        if kind is cst.Name and depth < 3:
+        if kind is cst.Name and depth < 6:
             # every binding of the name (a loop may rebind it from the model's outputs)
             bindings = ctx.scope.bindings.get(expr.value, ())
             return bool(bindings) and all(
-                binding.kind == "assign" and not binding.element and binding.value is not None
+                binding.kind == "assign" and binding.value is not None
                 and self._made_up(binding.value, binding.ctx, depth + 1) for binding in bindings)
         return False
 
