@@ -55,6 +55,12 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     the inputs of its `forward` (the output of the layers before it). Any method of a module
     that returns the changed tensor, or a value computed from it, hands the graph on.
 
+    Also finds an optimizer's `step()` (an in-place update of the weights it optimizes, the
+    modules whose `.parameters()` built it) between computing a loss through those modules
+    and that loss's `backward()`: an actor-critic's `critic_optim.step()` before
+    `policy_loss.backward()` when the policy loss ran through the critic (PyTorch >= 1.5
+    raises "modified by an inplace operation"; older versions computed wrong gradients).
+
     Also finds in-place changes to a tensor that an op saved as one of its *inputs*, between
     that op and the `backward()` its result reaches (or the return of a module's method):
     an operand of `*`, `@`, `mul`, `matmul`, `mm`, `bmm`, `einsum`, `F.linear`, `F.conv*d`
@@ -101,6 +107,11 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     CODE = "TL302"
     NAME = "inplace-on-saved-tensor"
     MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as the output of `{op}` for backward"
+    STEP_MESSAGE = (
+        "`{step}` updates the weights of `{module}` in place, but `{loss}` was computed through `{module}` "
+        "before it and `{backward}` still needs the weights that forward pass used"
+    )
+    STEP_FIX = "call `{backward}` before `{step}`, or compute that loss again after the step"
     INPUT_MESSAGE = "`{stmt}` modifies `{name}` in place, but autograd saved it as an input of `{op}` for backward"
     SPLIT_MESSAGE = ("`{stmt}` modifies `{name}` in place, one of the views `{op}` returned: autograd refuses "
                      "in-place changes to the outputs of an op that returns several views")
@@ -349,6 +360,24 @@ class Block(nn.Module):
         x += identity  # expect: TL302
         return x
 """,
+        """\
+class SAC:
+    def __init__(self, policy, critic):
+        self.policy, self.critic = policy, critic
+        self.policy_optim = torch.optim.Adam(self.policy.parameters())
+        self.critic_optim = torch.optim.Adam(self.critic.parameters())
+
+    def update(self, state, action, target):
+        q_loss = F.mse_loss(self.critic(state, action), target)
+        pi, log_pi = self.policy.sample(state)
+        policy_loss = (self.alpha * log_pi - self.critic(state, pi)).mean()  # through the critic
+        self.critic_optim.zero_grad()
+        q_loss.backward()
+        self.critic_optim.step()  # expect: TL302
+        self.policy_optim.zero_grad()
+        policy_loss.backward()
+        self.policy_optim.step()
+""",
     ]
     VALID = [
         """\
@@ -535,7 +564,103 @@ class Encoder(nn.Module):
             y += x
         return x
 """,
+        """\
+class SAC:
+    def __init__(self, policy, critic):
+        self.policy, self.critic = policy, critic
+        self.policy_optim = torch.optim.Adam(self.policy.parameters())
+        self.critic_optim = torch.optim.Adam(self.critic.parameters())
+
+    def update(self, state, action, target):
+        q_loss = F.mse_loss(self.critic(state, action), target)
+        self.critic_optim.zero_grad()
+        q_loss.backward()
+        self.critic_optim.step()
+        pi, log_pi = self.policy.sample(state)  # computed after the step: from the new weights
+        policy_loss = (self.alpha * log_pi - self.critic(state, pi)).mean()
+        self.policy_optim.zero_grad()
+        policy_loss.backward()
+        self.policy_optim.step()
+""",
     ]
+
+    def visit_Expr(self, node, ctx: Context) -> None:
+        super().visit_Expr(node, ctx)
+        if type(node.value) is cst.Call and call_name(node.value) == "step":
+            self._check_step_before_backward(node, node.value, ctx)
+
+    def _check_step_before_backward(self, node, call, ctx: Context) -> None:
+        """``critic_optim.step()`` between computing ``policy_loss`` through ``self.critic`` and
+        ``policy_loss.backward()``: the step updates the critic's weights in place, and the
+        backward needs the weights the forward used (PyTorch >= 1.5 raises "modified by an
+        inplace operation"; before that, the gradients were silently wrong)."""
+        analysis = self.analysis
+        optimizer = analysis.stepped_optimizer(call, ctx)
+        if optimizer is None:
+            return
+        owners = self._optimized_modules(optimizer, ctx)
+        if not owners:
+            return
+        scope = ctx.scope
+        for stmt, stmt_ctx in scope.statements:
+            if stmt_ctx.order <= ctx.order or stmt_ctx.scope is not scope:
+                continue
+            for inner in analysis.calls_in(stmt):
+                if call_name(inner) != "backward" or type(inner.func) is not cst.Attribute:
+                    continue
+                root = dotted_name(inner.func.value)
+                binding = analysis.lookup(root, stmt_ctx) if root is not None else None
+                if binding is None or binding.ctx.scope is not scope or binding.ctx.order >= ctx.order:
+                    continue  # computed after the step: from the new weights
+                if analysis.exclusive_branches(node, stmt, scope):
+                    continue
+                module = self._computed_through(root, binding.ctx, owners, scope)
+                if module is not None:
+                    name = self.code(optimizer, 40)
+                    self.report(node, self.STEP_MESSAGE.format(step=self.code(call, 40), module=module,
+                                                              loss=root, backward=self.code(stmt, 40)),
+                                self.STEP_FIX.format(step=self.code(call, 40), backward=self.code(stmt, 40)))
+                    return
+
+    def _optimized_modules(self, optimizer, ctx: Context) -> set[str]:
+        """The modules whose ``.parameters()`` built the optimizer (``Adam(self.critic.parameters())``)."""
+        analysis = self.analysis
+        key = dotted_name(optimizer)
+        if key is None:
+            return set()
+        bindings = list(ctx.scope.class_scope.bindings.get(key, ())) if key.startswith("self.") and ctx.scope.class_scope else []
+        if not bindings:
+            found = analysis.lookup(key, ctx)
+            bindings = [found] if found is not None else []
+        owners = set()
+        for binding in bindings:
+            # (what is stepped is an optimizer: its constructor may be a parameter, `optimizer_class(...)`)
+            construction = analysis.optimizer_construction(binding) or (
+                binding.value if binding.kind == "assign" and not binding.element and type(binding.value) is cst.Call else None)
+            if construction is None:
+                continue
+            for node in iter_expression_nodes(construction):
+                if type(node) is cst.Call and type(node.func) is cst.Attribute \
+                        and node.func.attr.value in ("parameters", "named_parameters"):
+                    owner = dotted_name(node.func.value)
+                    if owner is not None:
+                        owners.add(owner)
+        return owners
+
+    def _computed_through(self, root: str, ctx: Context, owners: set, scope) -> str | None:
+        """The module of ``owners`` that a call in the computation of ``root`` runs, or None."""
+        analysis = self.analysis
+        for key in analysis._sources_closure({root}, scope):
+            for binding in scope.bindings.get(key, ()):
+                if binding.kind != "assign" or binding.value is None or binding.ctx.order > ctx.order:
+                    continue
+                for node in iter_expression_nodes(binding.value):
+                    if type(node) is not cst.Call:
+                        continue
+                    called = dotted_name(node.func)
+                    if called in owners:
+                        return called
+        return None
 
     def check_mutation(self, node, ctx: Context) -> None:
         if ctx.scope.kind == "class":
