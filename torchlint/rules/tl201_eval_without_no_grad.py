@@ -69,8 +69,8 @@ LOADING_NAME_RE = re.compile(r"^(?:load|from_pretrained|load_model|load_checkpoi
 # (`strip_optimizer(weights)` in a detection script is no optimizer). Bayesian-optimisation and
 # probabilistic-programming libraries differentiate what their models compute on their own.
 TRAINING_RE = re.compile(
-    r"backward|\boptim\.|\boptimi[sz]ers?\b|(?<!env)(?<!envs)\.step\(|\bfit\w*\(|train\(|autograd|requires_grad|[Tt]rainer\b|"
-    r"\bgrad\(|\b(?:botorch|gpytorch|pyro)\b")
+    r"backward|\boptim\.|\boptimi[sz]ers?\b|(?<!env)(?<!envs)\.step\(|\bfit\w*\(|train\(|"
+    r"autograd\.(?:grad|backward|functional)|requires_grad|[Tt]rainer\b|\bgrad\(|\b(?:botorch|gpytorch|pyro)\b")
 COMPOUND_STATEMENTS = frozenset({"For", "While", "If", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef"})
 # Calls that may keep what they are given: loggers, buffers, caches, queues, callbacks.
 KEEPING_CALL_RE = re.compile(
