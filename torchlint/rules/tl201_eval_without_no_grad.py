@@ -1358,9 +1358,14 @@ for phase in ["train", "val"]:
 
     def _made_up(self, expr, ctx: Context, depth: int) -> bool:
         expr = strip_pass_through(expr)
-        while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in (
-                "cuda", "to", "float", "half", "double", "long", "cpu", "unsqueeze", "view", "reshape", "requires_grad_"):
-            expr = expr.func.value
+        while type(expr) is cst.Call:
+            if type(expr.func) is cst.Attribute and expr.func.attr.value in (
+                    "cuda", "to", "float", "half", "double", "long", "cpu", "unsqueeze", "view", "reshape", "requires_grad_"):
+                expr = expr.func.value
+            elif last_part(dotted_name(expr.func) or "") == "Variable" and expr.args:
+                expr = strip_pass_through(expr.args[0].value)  # `Variable(torch.randn(...))`, the old wrapper
+            else:
+                break
         kind = type(expr)
         if kind in (cst.Integer, cst.Float, cst.SimpleString) or kind is cst.Name and expr.value in ("None", "True", "False"):
             return True
@@ -1921,8 +1926,16 @@ for phase in ["train", "val"]:
             self._discarded_forward(callee) is not None or self._discarded_in_loop(callee) is not None)
 
     def _is_model_run(self, call, ctx: Context) -> bool:
-        """A model called, or one of its methods that runs it (``acmodel.get_action(obs)``)."""
-        return self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)
+        """A model called, or one of its methods that runs it (``acmodel.get_action(obs)``),
+        the model known by evidence, not by its name alone (``net.grow_network(r)`` is a method)."""
+        if self._runs_model_method(call, ctx):
+            return True
+        if not self._is_module_call(call, ctx):
+            return False
+        target = call.func
+        if type(target) is cst.Attribute and target.attr.value == "forward":
+            target = target.value
+        return self.analysis.is_module_by_evidence(target.value if type(target) is cst.Subscript else target, ctx)
 
     def _runs_model_method(self, call, ctx: Context) -> bool:
         """A model's method that torchlint cannot read but whose name says it runs the model
