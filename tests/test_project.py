@@ -443,14 +443,3 @@ def test_a_checkout_that_is_its_own_package_resolves_imports_by_the_package_name
     write(other, {"utils/__init__.py": "", "utils/helpers.py": LOSS_HELPER,
                   "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="TTS.utils.helpers")})
     assert (10, "TL201") not in codes(other / "train.py")
-
-
-def test_without_a_project_marker_imports_start_above_the_outermost_package(tmp_path):
-    # an unpacked wheel: no pyproject.toml or setup.py, only packages
-    files = {"pkg/__init__.py": "", "pkg/helpers.py": LOSS_HELPER, "pkg/train/__init__.py": "",
-             "pkg/train/loop.py": TRAIN_WITH_IMPORTED_LOSS.format(module="pkg.helpers")}
-    for name, text in files.items():
-        path = tmp_path / "site" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    assert (10, "TL201") in codes(tmp_path / "site" / "pkg" / "train" / "loop.py")
