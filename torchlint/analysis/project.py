@@ -132,18 +132,7 @@ class Project:
             current = parent
         if root is not None and os.path.isdir(os.path.join(root, "src")):
             found.append(os.path.join(root, "src"))
-        if root is None:
-            found = found[:2]
-            # no project marker (an unpacked wheel, a bare checkout): the directory above the
-            # outermost package of the importer is where its absolute imports start
-            package_root = directory
-            for _ in range(8):
-                if not self._is_file(os.path.join(package_root, "__init__.py")):
-                    break
-                package_root = os.path.dirname(package_root)
-            if package_root != directory and package_root not in found:
-                found.append(package_root)
-        return found
+        return found if root is not None else found[:2]
 
     def locate(self, importer: str, target: str) -> tuple[str, list[str]] | None:
         """The file of the project module that ``target`` (``.losses.compute_loss``,
