@@ -106,3 +106,25 @@ def test_collect_nodes_finds_what_the_plain_walk_finds(source):
         for wanted in (cst.Call, cst.Name, cst.SimpleString):
             expected = [node for node in iter_expression_nodes(statement) if type(node) is wanted]
             assert collect_nodes(statement, wanted, []) == expected
+
+
+def test_a_parse_skips_node_validation_and_puts_it_back():
+    checked = cst.CSTNode.__dict__["__post_init__"]
+    module = engine.parse("x = (1)\nwith open(p) as f:\n    y = f.read()\n")
+    assert module.code.startswith("x = (1)")
+    assert cst.CSTNode.__dict__["__post_init__"] is checked
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")  # hand-built nodes are checked again after the parse
+
+
+def test_a_parse_that_fails_puts_validation_back():
+    checked = cst.CSTNode.__dict__["__post_init__"]
+    with pytest.raises(engine.SourceError):
+        engine.parse("def f(:\n")
+    assert cst.CSTNode.__dict__["__post_init__"] is checked
+
+
+def test_valid_code_libcsts_validation_would_refuse_is_linted():
+    # LibCST issue 1061: the check raises TypeError on this valid line; the parse alone is fine
+    found = lint("value = () if 0 else(lambda:())\n" + FINDING)
+    assert [code for _, code, _ in found] == ["TL101"]
