@@ -49,6 +49,17 @@ def test_the_words_in_comments_change_nothing(comment):
     assert [code for _, code, _ in lint(comment + "\n" + FINDING)] == ["TL101"]
 
 
+@pytest.mark.parametrize("text", [
+    "global x", " global x", "a;global x", "a: \\\n global x", "xglobal y", "globalx = 1", "# global pooling",
+    "x = 1  # global", "if a: nonlocal b", "\rglobal", "f(\n  global_pool)", "a =\\\nglobal", "q global",
+    "a:  \t\fglobal\n", "global", "nonlocal\u00e9", "x = 1\n    global y", "async  with a:", "async\\\nfor",
+    "asynchronous with", "await", "awaited", "__debug__", "x__debug__", "s = 'global'", "a:\n\n  global",
+])
+def test_the_rare_refusal_test_answers_as_its_regex(text):
+    for variant in (text, "import torch\n" + text, text + "\nx = 1"):
+        assert engine._may_refuse_rarely(variant) == bool(engine._RARE_COMPILE_ERRORS.search(variant)), variant
+
+
 def test_the_collector_is_running_again_after_a_lint_and_a_caller_pause_is_kept():
     assert gc.isenabled()
     lint(FINDING)
