@@ -8,6 +8,7 @@ from torchlint.analysis import (
     empty_container, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
 )
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
+from torchlint.analysis.syntax import collect_nodes
 from torchlint.analysis.vocabulary import COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
@@ -890,8 +891,8 @@ class DensityEstimator:
         if not analysis.may_contain(".data"):
             return False
         return any(
-            type(node) is cst.Attribute and node.attr.value == "data" and analysis.is_attached(node.value, ctx)
-            for expr in analysis.own_expressions(stmt) for node in iter_expression_nodes(expr)
+            node.attr.value == "data" and analysis.is_attached(node.value, ctx)
+            for expr in analysis.own_expressions(stmt) for node in collect_nodes(expr, cst.Attribute, [])
         )
 
     def _numpy_of_output(self, forward_stmt, statements) -> bool:
