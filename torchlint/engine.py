@@ -562,15 +562,38 @@ def _describe(error: BaseException) -> str:
 
 
 def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dict | None,
-               prefilter: bool) -> list[Violation]:
+               prefilter: bool, reuse_tree=True) -> list[Violation]:
+    """The findings of ``rules`` in ``text``. The project index may already hold the file's tree
+    (another file linted earlier imports it; corpus A: half of the index's modules): the file
+    is then linted on that tree, not parsed again. Its nodes are then the index analysis's
+    nodes too, so when anything read while linting came from an analysis of this very file
+    (an import cycle back to it: the file is among the modules consulted), the file is linted
+    again on a tree of its own, and that lint answers. ``reuse_tree``: True to look for the
+    index's tree, False to parse, or the tree to lint."""
+    if reuse_tree is True and path and not path.startswith("<"):
+        from torchlint.analysis.project import project
+
+        index = project()
+        module = index.indexed_tree(path, text)
+        if module is not None:
+            earlier, index.consulted = index.consulted, {}  # to see what this lint reads
+            try:
+                found = _lint_text(text, path, rules, options, prefilter, reuse_tree=module)
+                itself = index.consulted_itself(path)
+            finally:
+                index.consulted = {**earlier, **index.consulted}
+            return found if not itself else _lint_text(text, path, rules, options, prefilter, reuse_tree=False)
     try:
         if (prefilter and not may_match(text, rules)) or not may_use_pytorch(text):
             # No rule can match, but an unparseable file is still reported (TL000), the same as
             # without the prefilter.
             check_syntax(text, path)
             return []
-        _check_nesting(text)
-        module = parse(text, nesting_checked=True)
+        if type(reuse_tree) is bool:
+            _check_nesting(text)
+            module = parse(text, nesting_checked=True)
+        else:  # the index's tree of this text: its parse passed both
+            module = reuse_tree
     except SourceError as error:
         return [invalid_file(path, error.reason, error.line, error.column)]
     except RecursionError:
