@@ -139,3 +139,46 @@ def test_valid_code_libcsts_validation_would_refuse_is_linted():
     # LibCST issue 1061: the check raises TypeError on this valid line; the parse alone is fine
     found = lint("value = () if 0 else(lambda:())\n" + FINDING)
     assert [code for _, code, _ in found] == ["TL101"]
+
+
+def test_the_faster_node_inits_take_what_the_dataclass_ones_take():
+    import inspect
+
+    from torchlint import node_init
+
+    node_init.install()
+    assert len(node_init.ORIGINAL_INITS) > 300  # every libcst node class
+    for cls, original in node_init.ORIGINAL_INITS.items():
+        fast, slow = inspect.signature(cls.__dict__["__init__"]), inspect.signature(original)
+        assert list(fast.parameters) == list(slow.parameters), cls
+        for name, parameter in slow.parameters.items():
+            default = fast.parameters[name].default
+            if parameter.default is inspect.Parameter.empty or repr(parameter.default).startswith("<factory>"):
+                assert default is parameter.default or default is node_init._NO_VALUE, (cls, name)
+            else:
+                assert default is parameter.default, (cls, name)
+
+
+@pytest.mark.parametrize("source", SNIPPETS + [FINDING, "@dec\nclass A(B, metaclass=M):\n    x: int = 1\n",
+                                               "match p:\n    case [1, *rest] if rest:\n        pass\n"])
+def test_trees_built_with_the_faster_inits_equal_the_dataclass_ones(source):
+    from torchlint import node_init
+
+    node_init.install()
+    def build():  # parsed, and hand-built: positional, keyword, defaults and default factories
+        return [cst.parse_module(source), cst.Attribute(cst.Name("a"), cst.Name("b")), cst.Comma(),
+                cst.Arg(value=cst.Integer("1"), keyword=cst.Name("k")), cst.Param(cst.Name("p"))]
+
+    fast = {cls: cls.__dict__["__init__"] for cls in node_init.ORIGINAL_INITS}
+    try:
+        for cls, original in node_init.ORIGINAL_INITS.items():
+            cls.__init__ = original
+        expected = build()
+    finally:
+        for cls, init in fast.items():
+            cls.__init__ = init
+    built = build()
+    assert built[0].code == source
+    assert all(node.deep_equals(other) for node, other in zip(built, expected))
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 
+from torchlint import node_init
 from torchlint.lazy import cst
 from torchlint.rule import Report, Rule
 from torchlint.violation import INVALID_FILE_CODE, INVALID_FILE_NAME, Violation
@@ -345,6 +346,7 @@ def parse(text: str, nesting_checked: bool = False):
     every failure is a SourceError."""
     if not nesting_checked:
         _check_nesting(text)
+    node_init.install()
     try:
         with _unvalidated_nodes():
             return cst.parse_module(text)
