@@ -119,20 +119,28 @@ def test_collect_nodes_finds_what_the_plain_walk_finds(source):
             assert collect_nodes(statement, wanted, []) == expected
 
 
-def test_a_parse_skips_node_validation_and_puts_it_back():
+def test_a_parse_skips_node_validation_and_puts_it_back(monkeypatch):
+    from torchlint import node_init
+
+    validated = []
     checked = cst.CSTNode.__dict__["__post_init__"]
+    monkeypatch.setattr(cst.CSTNode, "__post_init__", lambda node: validated.append(node))
     module = engine.parse("x = (1)\nwith open(p) as f:\n    y = f.read()\n")
-    assert module.code.startswith("x = (1)")
-    assert cst.CSTNode.__dict__["__post_init__"] is checked
+    assert module.code.startswith("x = (1)") and validated == []
+    assert node_init.validation.on
+    monkeypatch.setattr(cst.CSTNode, "__post_init__", checked)
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")  # hand-built nodes are checked again after the parse
 
 
 def test_a_parse_that_fails_puts_validation_back():
-    checked = cst.CSTNode.__dict__["__post_init__"]
+    from torchlint import node_init
+
     with pytest.raises(engine.SourceError):
         engine.parse("def f(:\n")
-    assert cst.CSTNode.__dict__["__post_init__"] is checked
+    assert node_init.validation.on
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")
 
 
 def test_valid_code_libcsts_validation_would_refuse_is_linted():

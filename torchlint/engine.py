@@ -308,29 +308,23 @@ def _check_nesting(text: str) -> None:
         raise SourceError(f"too deeply nested for the parser (nesting depth {depth} > {MAX_NESTING})")
 
 
-def _skip_validation(node) -> None:
-    pass
-
-
 _validation_lock = threading.Lock()
 _unvalidated_parses = 0
-_validating_post_init = None
 
 
 @contextlib.contextmanager
 def _unvalidated_nodes():
-    """libcst nodes built meanwhile skip their ``_validate`` check (``CSTNode.__post_init__``).
+    """libcst nodes built meanwhile skip their ``_validate`` check (``CSTNode.__post_init__``,
+    which the ``__init__`` of ``torchlint.node_init`` calls only while ``validation.on``).
     The check guards hand-built trees against impossible shapes; a tree the parser builds from
     source has the shape of that source, yet checking its every node cost a sixth of the parse
     (measured on timm). libcst's own comment there proposes the same. Counted, so that parses on
     several threads restore the check only when the last one ends; nodes built on another thread
     meanwhile go unchecked too, which only ever skips an exception."""
-    global _unvalidated_parses, _validating_post_init
-    node_class = cst.CSTNode
+    global _unvalidated_parses
     with _validation_lock:
         if _unvalidated_parses == 0:
-            _validating_post_init = node_class.__dict__["__post_init__"]
-            node_class.__post_init__ = _skip_validation
+            node_init.validation.on = False
         _unvalidated_parses += 1
     try:
         yield
@@ -338,7 +332,7 @@ def _unvalidated_nodes():
         with _validation_lock:
             _unvalidated_parses -= 1
             if _unvalidated_parses == 0:
-                node_class.__post_init__ = _validating_post_init
+                node_init.validation.on = True
 
 
 def parse(text: str, nesting_checked: bool = False):
