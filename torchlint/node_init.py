@@ -48,7 +48,9 @@ def install() -> None:
         _installed = True
 
 
-_NO_VALUE = object()  # stands for "use the default factory", as dataclasses' own sentinel does
+# "use the default factory": dataclasses' own sentinel, which its __init__ also accepts passed
+# explicitly (inspect.signature shows it as the default: hypothesis' builds() passes it)
+_NO_VALUE = getattr(dataclasses, "_HAS_DEFAULT_FACTORY", None)
 
 
 class _Validation:
@@ -66,6 +68,8 @@ validation = _Validation()
 
 def _fast_init(cls):
     """The ``__init__`` for ``cls``, or None where its fields are not all plain ones."""
+    if _NO_VALUE is None:
+        return None  # a Python whose dataclasses differ: keep theirs
     fields = dataclasses.fields(cls)  # the init fields and others, not ClassVars (__slots__) nor InitVars
     initvar = getattr(dataclasses, "_FIELD_INITVAR", None)
     if initvar is None or any(getattr(field, "_field_type", initvar) is initvar
