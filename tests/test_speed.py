@@ -187,3 +187,14 @@ def test_trees_built_with_the_faster_inits_equal_the_dataclass_ones(source):
     assert all(node.deep_equals(other) for node, other in zip(built, expected))
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")
+
+
+@pytest.mark.parametrize("head", ["", '"""A one-line docstring."""\n', "x = '''one line'''  # (x)\n"])
+def test_a_one_line_triple_quoted_string_does_not_hide_the_code_after_it(head):
+    # the cheap nesting bound once went on scanning inside such a string, took its closing
+    # quotes for an opening, and let the rest of the file through unmeasured
+    deep = head + "import torch\nx = " + " + ".join(["a"] * 1100) + "\n"
+    assert not engine._elements_shallow(deep)
+    assert [v.message for v in engine.lint_source(deep, "a.py", default_rules())] == [
+        "too deeply nested for the parser (nesting depth 1100 > 1000)"]
+    assert engine._elements_shallow(head + "import torch\nx = [\n" + "    (1, 2),\n" * 600 + "]\n")

@@ -258,7 +258,10 @@ def _elements_shallow(text: str) -> bool:
             position, triple = end + 3, None
         elif starting:
             indent = len(line) - len(line.lstrip())
-        for match in _SHALLOW_SCAN.finditer(line, position):
+        while True:  # (a search from `position` each time: a one-line triple-quoted string moves it)
+            match = _SHALLOW_SCAN.search(line, position)
+            if match is None:
+                break
             token = match.group()
             current += match.start() - position
             position = match.end()
