@@ -443,3 +443,75 @@ def test_a_checkout_that_is_its_own_package_resolves_imports_by_the_package_name
     write(other, {"utils/__init__.py": "", "utils/helpers.py": LOSS_HELPER,
                   "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="TTS.utils.helpers")})
     assert (10, "TL201") not in codes(other / "train.py")
+
+
+def _counting_parses(monkeypatch) -> list[str]:
+    from torchlint import engine
+
+    parsed: list[str] = []
+    original = engine.parse
+
+    def counting(text, *args, **kwargs):
+        parsed.append(text)
+        return original(text, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "parse", counting)
+    return parsed
+
+
+def test_a_module_the_index_parsed_is_linted_on_that_tree(tmp_path, monkeypatch):
+    write(tmp_path, {"helpers.py": LOSS_HELPER, "train.py": TRAIN_WITH_IMPORTED_LOSS.format(module="helpers")})
+    project().__init__()  # a fresh index, as in a new process
+    helpers_alone = codes(tmp_path / "helpers.py")
+    project().__init__()
+    parsed = _counting_parses(monkeypatch)
+    train = codes(tmp_path / "train.py")  # its questions make the index parse helpers.py
+    assert (10, "TL201") in train
+    assert codes(tmp_path / "helpers.py") == helpers_alone
+    assert parsed.count((tmp_path / "helpers.py").read_text()) == 1
+
+
+CYCLE_A = """\
+    import torch
+    from b import run_model
+
+    def compute(model, x):
+        return model(x)
+
+    def validate(model, loader):
+        model.eval()
+        losses = []
+        for x in loader:
+            losses.append(run_model(model, x))
+        return losses
+    """
+CYCLE_B = """\
+    import torch
+    from a import compute
+
+    def train(model, loader, optimizer):
+        losses = []
+        for x in loader:
+            loss = compute(model, x)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss)
+        return losses
+
+    def run_model(model, x):
+        return compute(model, x)
+    """
+
+
+def test_a_file_whose_lint_reads_its_own_index_analysis_gets_a_tree_of_its_own(tmp_path, monkeypatch):
+    write(tmp_path, {"a.py": CYCLE_A, "b.py": CYCLE_B})
+    project().__init__()
+    a_alone = codes(tmp_path / "a.py")
+    project().__init__()
+    parsed = _counting_parses(monkeypatch)
+    codes(tmp_path / "b.py")  # the index parses a.py for b's question
+    text = (tmp_path / "a.py").read_text()
+    assert parsed.count(text) == 1
+    assert codes(tmp_path / "a.py") == a_alone
+    # a's lint read b's answer, which came from a: linted again on a fresh parse
+    assert parsed.count(text) == 2

@@ -49,6 +49,17 @@ def test_the_words_in_comments_change_nothing(comment):
     assert [code for _, code, _ in lint(comment + "\n" + FINDING)] == ["TL101"]
 
 
+@pytest.mark.parametrize("text", [
+    "global x", " global x", "a;global x", "a: \\\n global x", "xglobal y", "globalx = 1", "# global pooling",
+    "x = 1  # global", "if a: nonlocal b", "\rglobal", "f(\n  global_pool)", "a =\\\nglobal", "q global",
+    "a:  \t\fglobal\n", "global", "nonlocal\u00e9", "x = 1\n    global y", "async  with a:", "async\\\nfor",
+    "asynchronous with", "await", "awaited", "__debug__", "x__debug__", "s = 'global'", "a:\n\n  global",
+])
+def test_the_rare_refusal_test_answers_as_its_regex(text):
+    for variant in (text, "import torch\n" + text, text + "\nx = 1"):
+        assert engine._may_refuse_rarely(variant) == bool(engine._RARE_COMPILE_ERRORS.search(variant)), variant
+
+
 def test_the_collector_is_running_again_after_a_lint_and_a_caller_pause_is_kept():
     assert gc.isenabled()
     lint(FINDING)
@@ -106,3 +117,84 @@ def test_collect_nodes_finds_what_the_plain_walk_finds(source):
         for wanted in (cst.Call, cst.Name, cst.SimpleString):
             expected = [node for node in iter_expression_nodes(statement) if type(node) is wanted]
             assert collect_nodes(statement, wanted, []) == expected
+
+
+def test_a_parse_skips_node_validation_and_puts_it_back(monkeypatch):
+    from torchlint import node_init
+
+    validated = []
+    checked = cst.CSTNode.__dict__["__post_init__"]
+    monkeypatch.setattr(cst.CSTNode, "__post_init__", lambda node: validated.append(node))
+    module = engine.parse("x = (1)\nwith open(p) as f:\n    y = f.read()\n")
+    assert module.code.startswith("x = (1)") and validated == []
+    assert node_init.validation.on
+    monkeypatch.setattr(cst.CSTNode, "__post_init__", checked)
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")  # hand-built nodes are checked again after the parse
+
+
+def test_a_parse_that_fails_puts_validation_back():
+    from torchlint import node_init
+
+    with pytest.raises(engine.SourceError):
+        engine.parse("def f(:\n")
+    assert node_init.validation.on
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")
+
+
+def test_valid_code_libcsts_validation_would_refuse_is_linted():
+    # LibCST issue 1061: the check raises TypeError on this valid line; the parse alone is fine
+    found = lint("value = () if 0 else(lambda:())\n" + FINDING)
+    assert [code for _, code, _ in found] == ["TL101"]
+
+
+def test_the_faster_node_inits_take_what_the_dataclass_ones_take():
+    import inspect
+
+    from torchlint import node_init
+
+    node_init.install()
+    assert len(node_init.ORIGINAL_INITS) > 300  # every libcst node class
+    for cls, original in node_init.ORIGINAL_INITS.items():
+        fast, slow = inspect.signature(cls.__dict__["__init__"]), inspect.signature(original)
+        assert list(fast.parameters) == list(slow.parameters), cls
+        for name, parameter in slow.parameters.items():
+            default = fast.parameters[name].default
+            assert default is parameter.default, (cls, name)  # the default factory's sentinel too
+
+
+@pytest.mark.parametrize("source", SNIPPETS + [FINDING, "@dec\nclass A(B, metaclass=M):\n    x: int = 1\n",
+                                               "match p:\n    case [1, *rest] if rest:\n        pass\n"])
+def test_trees_built_with_the_faster_inits_equal_the_dataclass_ones(source):
+    from torchlint import node_init
+
+    node_init.install()
+    def build():  # parsed, and hand-built: positional, keyword, defaults and default factories
+        return [cst.parse_module(source), cst.Attribute(cst.Name("a"), cst.Name("b")), cst.Comma(),
+                cst.Arg(value=cst.Integer("1"), keyword=cst.Name("k")), cst.Param(cst.Name("p"))]
+
+    fast = {cls: cls.__dict__["__init__"] for cls in node_init.ORIGINAL_INITS}
+    try:
+        for cls, original in node_init.ORIGINAL_INITS.items():
+            cls.__init__ = original
+        expected = build()
+    finally:
+        for cls, init in fast.items():
+            cls.__init__ = init
+    built = build()
+    assert built[0].code == source
+    assert all(node.deep_equals(other) for node, other in zip(built, expected))
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")
+
+
+@pytest.mark.parametrize("head", ["", '"""A one-line docstring."""\n', "x = '''one line'''  # (x)\n"])
+def test_a_one_line_triple_quoted_string_does_not_hide_the_code_after_it(head):
+    # the cheap nesting bound once went on scanning inside such a string, took its closing
+    # quotes for an opening, and let the rest of the file through unmeasured
+    deep = head + "import torch\nx = " + " + ".join(["a"] * 1100) + "\n"
+    assert not engine._elements_shallow(deep)
+    assert [v.message for v in engine.lint_source(deep, "a.py", default_rules())] == [
+        "too deeply nested for the parser (nesting depth 1100 > 1000)"]
+    assert engine._elements_shallow(head + "import torch\nx = [\n" + "    (1, 2),\n" * 600 + "]\n")

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 
+from torchlint import node_init
 from torchlint.lazy import cst
 from torchlint.rule import Report, Rule
 from torchlint.violation import INVALID_FILE_CODE, INVALID_FILE_NAME, Violation
@@ -257,7 +258,10 @@ def _elements_shallow(text: str) -> bool:
             position, triple = end + 3, None
         elif starting:
             indent = len(line) - len(line.lstrip())
-        for match in _SHALLOW_SCAN.finditer(line, position):
+        while True:  # (a search from `position` each time: a one-line triple-quoted string moves it)
+            match = _SHALLOW_SCAN.search(line, position)
+            if match is None:
+                break
             token = match.group()
             current += match.start() - position
             position = match.end()
@@ -307,13 +311,42 @@ def _check_nesting(text: str) -> None:
         raise SourceError(f"too deeply nested for the parser (nesting depth {depth} > {MAX_NESTING})")
 
 
+_validation_lock = threading.Lock()
+_unvalidated_parses = 0
+
+
+@contextlib.contextmanager
+def _unvalidated_nodes():
+    """libcst nodes built meanwhile skip their ``_validate`` check (``CSTNode.__post_init__``,
+    which the ``__init__`` of ``torchlint.node_init`` calls only while ``validation.on``).
+    The check guards hand-built trees against impossible shapes; a tree the parser builds from
+    source has the shape of that source, yet checking its every node cost a sixth of the parse
+    (measured on timm). libcst's own comment there proposes the same. Counted, so that parses on
+    several threads restore the check only when the last one ends; nodes built on another thread
+    meanwhile go unchecked too, which only ever skips an exception."""
+    global _unvalidated_parses
+    with _validation_lock:
+        if _unvalidated_parses == 0:
+            node_init.validation.on = False
+        _unvalidated_parses += 1
+    try:
+        yield
+    finally:
+        with _validation_lock:
+            _unvalidated_parses -= 1
+            if _unvalidated_parses == 0:
+                node_init.validation.on = True
+
+
 def parse(text: str, nesting_checked: bool = False):
     """libcst's tree of ``text``, guarded against input that would crash libcst's native parser;
     every failure is a SourceError."""
     if not nesting_checked:
         _check_nesting(text)
+    node_init.install()
     try:
-        return cst.parse_module(text)
+        with _unvalidated_nodes():
+            return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
         raise _syntax_error(text, error) from None
     except (RecursionError, MemoryError):
@@ -368,6 +401,34 @@ _RARE_COMPILE_ERRORS = re.compile(
     r"\bawait\b|\basync\b[\s\\]+(?:def|for|with)\b|(?:^|[;:\r])[ \t\f\\\r\n]*(?:global|nonlocal)\b|\b__debug__\b",
     re.M,
 )
+
+
+_RARE_WORDS_RE = re.compile(r"\bawait\b|\basync\b[\s\\]+(?:def|for|with)\b|\b__debug__\b")
+_STATEMENT_BLANKS = frozenset(" \t\f\\\r\n")
+_WORD_CHARACTER_RE = re.compile(r"\w")
+
+
+def _may_refuse_rarely(text: str) -> bool:
+    """``_RARE_COMPILE_ERRORS.search(text)``, in a twentieth of the time: that regex tries its
+    statement-start alternative at every position of the file (a twenty-fifth of the lint time
+    of corpus A); here ``global`` / ``nonlocal`` are found as substrings and only their
+    surroundings are read, and the other words are searched for only in files containing them."""
+    if ("await" in text or "async" in text or "__debug__" in text) and _RARE_WORDS_RE.search(text):
+        return True
+    for word in ("global", "nonlocal"):
+        start = text.find(word)
+        while start >= 0:
+            end = start + len(word)
+            if end == len(text) or not _WORD_CHARACTER_RE.match(text, end):
+                before = start  # back over the blanks, line breaks and backslashes before it
+                while before and text[before - 1] in _STATEMENT_BLANKS:
+                    if text[before - 1] in "\r\n":
+                        return True  # a line start (the regex's ^ or \r) among them
+                    before -= 1
+                if before == 0 or text[before - 1] in ";:":
+                    return True
+            start = text.find(word, end)
+    return False
 
 
 def _compile_time_error(analysis) -> str | None:
@@ -500,15 +561,38 @@ def _describe(error: BaseException) -> str:
 
 
 def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dict | None,
-               prefilter: bool) -> list[Violation]:
+               prefilter: bool, reuse_tree=True) -> list[Violation]:
+    """The findings of ``rules`` in ``text``. The project index may already hold the file's tree
+    (another file linted earlier imports it; corpus A: half of the index's modules): the file
+    is then linted on that tree, not parsed again. Its nodes are then the index analysis's
+    nodes too, so when anything read while linting came from an analysis of this very file
+    (an import cycle back to it: the file is among the modules consulted), the file is linted
+    again on a tree of its own, and that lint answers. ``reuse_tree``: True to look for the
+    index's tree, False to parse, or the tree to lint."""
+    if reuse_tree is True and path and not path.startswith("<"):
+        from torchlint.analysis.project import project
+
+        index = project()
+        module = index.indexed_tree(path, text)
+        if module is not None:
+            earlier, index.consulted = index.consulted, {}  # to see what this lint reads
+            try:
+                found = _lint_text(text, path, rules, options, prefilter, reuse_tree=module)
+                itself = index.consulted_itself(path)
+            finally:
+                index.consulted = {**earlier, **index.consulted}
+            return found if not itself else _lint_text(text, path, rules, options, prefilter, reuse_tree=False)
     try:
         if (prefilter and not may_match(text, rules)) or not may_use_pytorch(text):
             # No rule can match, but an unparseable file is still reported (TL000), the same as
             # without the prefilter.
             check_syntax(text, path)
             return []
-        _check_nesting(text)
-        module = parse(text, nesting_checked=True)
+        if type(reuse_tree) is bool:
+            _check_nesting(text)
+            module = parse(text, nesting_checked=True)
+        else:  # the index's tree of this text: its parse passed both
+            module = reuse_tree
     except SourceError as error:
         return [invalid_file(path, error.reason, error.line, error.column)]
     except RecursionError:
@@ -526,7 +610,7 @@ def _lint_text(text: str, path: str, rules: tuple[type[Rule], ...], options: dic
         return [invalid_file(path, f"internal error while analysing: {_describe(error)}")]
     try:
         refused = _compile_time_error(analysis)
-        if refused is None and _RARE_COMPILE_ERRORS.search(text):
+        if refused is None and _may_refuse_rarely(text):
             try:  # the rarer refusals (async code, global / nonlocal misuse): the full compile decides
                 compile_check(text, path)
             except SourceError as error:

@@ -354,7 +354,19 @@ class ControlFlowQueries:
             memo = scope._memo["branches"] = {}
             body = scope.node.body
             self._record_branches(body.body if hasattr(body, "body") else body, (), memo)
-        return memo.get(id(stmt), ())
+        path = memo.get(id(stmt))
+        if not path:
+            return ()
+        # the tests' code is generated only for the paths asked about (codegen is costly)
+        texts = scope._memo.setdefault("branch texts", {})  # id(path) -> its (code, positive)
+        found = texts.get(id(path))
+        if found is None:
+            codes = scope._memo.setdefault("branch test codes", {})  # id(test) -> its code
+            for test, _ in path:
+                if id(test) not in codes:
+                    codes[id(test)] = self.code(test, 10_000)
+            found = texts[id(path)] = tuple((codes[id(test)], positive) for test, positive in path)
+        return found
 
     def _record_branches(self, statements, path: tuple, memo: dict) -> None:
         for stmt in statements:
@@ -370,17 +382,16 @@ class ControlFlowQueries:
                 test, positive = stmt.test, True
                 while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
                     test, positive = test.expression, not positive
-                text = self.code(test, 10_000)
-                self._record_branches(_suite_statements(stmt.body), path + ((text, positive),), memo)
+                self._record_branches(_suite_statements(stmt.body), path + ((test, positive),), memo)
                 if stmt.orelse is not None:
-                    negated = path + ((text, not positive),)
+                    negated = path + ((test, not positive),)
                     if type(stmt.orelse) is cst.If:
                         self._record_branches([stmt.orelse], negated, memo)
                     else:
                         self._record_branches(_suite_statements(stmt.orelse.body), negated, memo)
                 elif _ends_in_exit(stmt.body):
                     # `if state != "train": return`: what follows runs only when the test fails
-                    path = path + ((text, not positive),)
+                    path = path + ((test, not positive),)
                 continue
             for block in _child_blocks(stmt):
                 self._record_branches(block, path, memo)

@@ -20,7 +20,17 @@ class InPlaceQueries:
         calls buried in other calls' arguments are not looked into, which keeps this a cheap
         statement-level check), first arguments of ``torch.<op>_`` functions
         (``torch.relu_(y)``; ``torch.nn.init.*_`` are not included), the base of an item
-        assignment (``w[i] = v`` gives ``w``) and the target of an augmented assignment."""
+        assignment (``w[i] = v`` gives ``w``) and the target of an augmented assignment.
+        Memoised per statement: the four in-place rules each ask for every statement."""
+        memo = self._mutated_memo
+        known = memo.get(id(stmt))
+        if known is not None and known[0] is stmt:  # (the statement is kept: its id stays its own)
+            return list(known[1])
+        operands = self._find_mutated_operands(stmt)
+        memo[id(stmt)] = (stmt, operands)
+        return list(operands)
+
+    def _find_mutated_operands(self, stmt) -> list:
         operands = []
         kind = type(stmt)
         if kind is cst.AugAssign:

@@ -207,6 +207,17 @@ class Project:
             self.note(found)
         return found
 
+    def indexed_tree(self, path: str, text: str):
+        """The tree of ``text`` when the index holds an analysis of the file ``path`` made from
+        that same text, else None. Neither reads the file nor counts as consulting it."""
+        entry = self._analyses.get(os.path.abspath(path))
+        found = entry[1] if entry is not None else None
+        return found.module if found is not None and found.source == text else None
+
+    def consulted_itself(self, path: str) -> bool:
+        """Did the file being linted read anything from (an analysis of) the file ``path``?"""
+        return os.path.abspath(path) in self.consulted
+
     @staticmethod
     def _analyse(path: str, read: _Read):
         from torchlint.analysis import Analysis

@@ -586,8 +586,8 @@ class SummaryQueries:
         if "registered hooks" in memo:
             return memo["registered hooks"]
         found = memo["registered hooks"] = []
-        if not self.may_contain("register_"):
-            return found
+        if not any(self.may_contain(name) for name in HOOK_REGISTRATIONS):
+            return found  # (call_name is the method's name as written: "register_" alone is every @register_model)
         for stmt, ctx in self.statements_by_type.get("Expr", []) + self.statements_by_type.get("Assign", []):
             for call in self.calls_in(stmt):
                 kind = HOOK_REGISTRATIONS.get(call_name(call) or "")

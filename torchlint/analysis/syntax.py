@@ -4,6 +4,7 @@ along a method chain, the names an expression reads, views and in-place method n
 from __future__ import annotations
 
 from collections.abc import Iterator
+import functools
 import re
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import DETACHING_METHODS, GradMode, NON_DIFFERENTIABLE_METHODS, MODULE_PASS_THROUGH_METHODS, NON_MUTATING_INPLACE_METHODS, VIEW_METHODS, _BATCH_RE
@@ -468,6 +469,7 @@ def _is_grad_chain(node) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=256)  # asked per function by several rules, about one path
 def is_test_file(path: str) -> bool:
     """A pytest test module or a file in a tests directory."""
     parts = re.split(r"[\\/]", path)

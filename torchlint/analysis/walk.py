@@ -55,6 +55,7 @@ class ModuleWalk:
         self._module_memo: dict[int, bool] = {}
         self._callers_memo: dict[tuple[str, bool], bool] = {}
         self._calls_memo: dict[int, list] = {}
+        self._mutated_memo: dict[int, tuple] = {}  # id(statement) -> (statement, mutated_operands)
         self._grad_leaf_memo: dict[int, bool] = {}
         self._switches: dict | None = None
         self._sequences_memo: dict[int, dict] = {}

@@ -9,6 +9,7 @@ from torchlint.analysis import (
 )
 from torchlint.analysis.arguments import constant_arguments, passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
+from torchlint.analysis.syntax import collect_nodes
 from torchlint.analysis.vocabulary import (
     COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS,
     NOT_FORWARD_METHOD_RE,
@@ -1560,8 +1561,8 @@ for phase in ["train", "val"]:
         if not analysis.may_contain(".data"):
             return False
         return any(
-            type(node) is cst.Attribute and node.attr.value == "data" and analysis.is_attached(node.value, ctx)
-            for expr in analysis.own_expressions(stmt) for node in iter_expression_nodes(expr)
+            node.attr.value == "data" and analysis.is_attached(node.value, ctx)
+            for expr in analysis.own_expressions(stmt) for node in collect_nodes(expr, cst.Attribute, [])
         )
 
     def _numpy_of_output(self, forward_stmt, statements) -> bool:
