@@ -153,10 +153,13 @@ class ModuleQueries:
         if binding is None or binding.kind != "assign" or binding.element:
             return False
         value = strip_pass_through(binding.value)
-        if type(value) is not cst.Call and dotted_name(value) == key and key.startswith("self.") \
-                and ctx.scope.class_scope is not None:
-            # `self.model = self.model.to(device)`: what the attribute was built as before
-            earlier = [other for other in ctx.scope.class_scope.bindings.get(key, ())
+        if type(value) is not cst.Call and dotted_name(value) == key:
+            # `self.model = self.model.to(device)`, `net = net.to(device)`: what it was built as before
+            if key.startswith("self.") and ctx.scope.class_scope is not None:
+                candidates = ctx.scope.class_scope.bindings.get(key, ())
+            else:
+                candidates = [other for other in binding.ctx.scope.bindings.get(key, ()) if other.ctx.order < binding.ctx.order]
+            earlier = [other for other in candidates
                        if other.kind == "assign" and not other.element
                        and type(strip_pass_through(other.value)) is cst.Call]
             if not earlier:
