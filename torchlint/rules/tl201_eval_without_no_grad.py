@@ -66,6 +66,10 @@ SYNTHETIC_FACTORIES = frozenset({
 # Calls that load a model from saved weights: what an inference wrapper runs.
 LOADING_FACTORIES = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.export.load"})
 LOADING_NAME_RE = re.compile(r"^(?:load|from_pretrained|load_model|load_checkpoint|load_pretrained)\w*$")
+# Literal names of a run's mode, handed to a shared train/eval function.
+MODE_NAMES = frozenset({"train", "training", "val", "valid", "validation", "eval", "evaluation", "test", "testing",
+                        "dev", "predict", "inference", "forward"})
+MODE_KEYWORD_RE = re.compile(r"train|eval|valid|test|mode|phase|update|backward|grad|infer|predict", re.I)
 # Text that any training code contains; a file without any of it only runs its models
 # (`strip_optimizer(weights)` in a detection script is no optimizer). Bayesian-optimisation and
 # probabilistic-programming libraries differentiate what their models compute on their own.
@@ -1134,6 +1138,8 @@ for phase in ["train", "val"]:
             if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt).__name__ in COMPOUND_STATEMENTS:
                 continue
             for call in analysis.calls_in(stmt):
+                if not any(_mode_argument(arg) for arg in call.args):
+                    continue  # (cheap first: the mode is given as a literal flag or name)
                 callee = analysis.called_function(call, ctx)
                 if callee is None or callee is scope or callee.kind != "function" or not constant_arguments(call, callee):
                     continue
@@ -1295,7 +1301,7 @@ for phase in ["train", "val"]:
     def _runs_in_inference_script(self, scope) -> bool:
         """The top level of a file that trains nothing, or a function it calls (``main()``),
         unless the function's name says it measures or builds (a profiler's dry run)."""
-        if not self._inference_only_file():
+        if not self._inference_only_file() or not self._runs_top_level_code():
             return False
         if scope.kind == "module":
             return True
@@ -1390,6 +1396,17 @@ for phase in ["train", "val"]:
                 binding.kind == "assign" and binding.value is not None
                 and self._made_up(binding.value, binding.ctx, depth + 1) for binding in bindings)
         return False
+
+    def _runs_top_level_code(self) -> bool:
+        """Does the file do something when run: a loop at its top level, or an ``if __name__ ==
+        "__main__":`` block (a model file of definitions alone does nothing)?"""
+        analysis = self.analysis
+        memo = analysis.module_scope._memo
+        if "tl201_top_level_code" not in memo:
+            memo["tl201_top_level_code"] = analysis.may_contain("__main__") or any(
+                type(stmt) in (cst.For, cst.While) for stmt, ctx in analysis.module_scope.statements
+                if ctx.scope is analysis.module_scope)
+        return memo["tl201_top_level_code"]
 
     def _reported_in_script(self, call, ctx: Context) -> bool:
         """Does the call run a function of this file that is inference code of a script and is
@@ -2121,6 +2138,17 @@ def _is_retry_loop(node) -> bool:
     return any(
         type(item) is cst.Name and RETRY_RE.search(item.value) for item in iter_expression_nodes(header)
     )
+
+
+def _mode_argument(arg) -> bool:
+    """``False`` / ``train=False`` / ``"valid"``: an argument that may set a run's mode (not
+    ``bias=False``, ``inplace=True``)."""
+    value = arg.value
+    if type(value) is cst.SimpleString:
+        return value.value.strip("'\"").lower() in MODE_NAMES
+    if type(value) is not cst.Name or value.value not in ("True", "False"):
+        return False
+    return arg.keyword is None or bool(MODE_KEYWORD_RE.search(arg.keyword.value))
 
 
 def _statement_in(scope, call, analysis):
