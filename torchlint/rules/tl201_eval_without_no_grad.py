@@ -119,12 +119,16 @@ class EvalWithoutNoGrad(Rule):
     `if step % 50 == 0:` block that runs the model, never backpropagates and only reads its
     results (`test_output = cnn(test_x)`, accuracy from `.data`).
 
-    A script or notebook that trains nothing (no `backward`, optimizer, `.step(`, `fit`,
-    `train(`, `autograd` or `requires_grad` anywhere in the file; not a test, and not code of
-    Bayesian-optimisation or probabilistic-programming libraries, which differentiate on
-    their own) is inference code at its top level and in the functions the top level calls
-    (`main()`, `deploy()`): a model's forward pass there, in a loop or bound to a name once, is
-    reported, since nothing the script computes is returned to anyone who could backpropagate.
+    A script or notebook that trains nothing (no `backward`, optimizer, `.step(` other than
+    an environment's, `fit`, `train(`, `autograd.grad` or `requires_grad` anywhere in the file;
+    not a test, and not code of Bayesian-optimisation or probabilistic-programming libraries,
+    which differentiate on their own) and does something when run (a top-level loop or an
+    `if __name__ == "__main__":` block) is inference code at its top level and in the
+    functions the top level calls (`main()`, `deploy()`): a forward pass there of a model
+    known by evidence (built, loaded or switched to `.eval()`, not merely named so), in a loop
+    or bound to a name once, is reported, since nothing the script computes is returned to
+    anyone who could backpropagate. Forward passes on made-up inputs (`torch.randn(...)`, names
+    bound to such tensors: a model file's smoke test or a timing loop) are left alone.
     In such a file, a function that runs a model loaded from saved weights (`torch.jit.load`,
     `torch.load`, `from_pretrained`, `load_model`) and lets no attached value out is inference
     code whatever its name (a command-line wrapper's `_decode`); functions its inference
@@ -132,7 +136,10 @@ class EvalWithoutNoGrad(Rule):
     at their own forward pass.
     A forward pass whose result is detached in the same expression
     (`feats[k] = encoder(x).cpu().detach()`), in a loop that trains nothing, is evaluation
-    even when the code after it trains another model.
+    even when the code after it trains another model; so is a forward pass in a loop that
+    trains nothing (an environment rollout) whose outputs the iteration only reads as data
+    (`action.data.numpy()`, `logp.item()`), while outputs kept with their graph (REINFORCE's
+    log-probabilities) are not.
 
     Shared train/eval loops: a function of the file that trains for some arguments but is
     called with literal ones that switch its training off (`self._epoch(loader,
