@@ -49,6 +49,10 @@ class TrainModeNotRestored(Rule):
     stepping), and `.eval()` on datasets or optimizers. A loop that restores
     the mode through a helper in another file (a framework's `fit`) is assumed not to: such
     code calls `.eval()` through the framework too, which is not followed either.
+    A model passed to a backward or optimizer-step wrapper in the loop
+    (`strategy.backward(loss, self.model, self.optimizer)`) is trained there, and a module
+    that trains itself (`self.fit_on_task(...)` backpropagates) and validates with
+    `self.eval()` is checked like any other model.
     """
 
     CODE = "TL202"

@@ -47,7 +47,12 @@ class MissingZeroGrad(Rule):
     With an enabled `GradScaler`, `scaler.step()` unscales the gradients in place, which
     shrinks the leftovers of earlier steps by the scale factor (65536 at first) and hides
     most of the effect; the finding stands, since the same loop is fully wrong as soon as the
-    scaler is disabled (bf16 or fp32 runs).
+    scaler is disabled (bf16 or fp32 runs). A model's `zero_grad()` does not clear an
+    optimizer of another role by their names (`d_model.zero_grad()` before
+    `scaler.step(g_optimizer)`: generator/discriminator, actor/critic), when the optimizer's
+    construction does not say which model it updates. A step on one branch of an `if` whose
+    other branch alone clears (`if amp: optimizer.zero_grad(); ...` / `else: loss.backward();
+    optimizer.step()`) is reported: that branch never clears.
     """
 
     CODE = "TL501"
