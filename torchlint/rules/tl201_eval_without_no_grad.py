@@ -42,6 +42,8 @@ GENERATION_WORDS = frozenset({"generate", "generation", "sample", "sampling", "t
 # Tensor methods that keep requires_grad: `.numpy()` after them still raises on a graph output.
 GRAPH_KEEPING_CONVERSIONS = frozenset({"cpu", "cuda", "to", "squeeze", "unsqueeze", "view", "reshape", "flatten", "permute",
                                        "transpose", "contiguous", "float", "double", "half", "clone", "exp", "sigmoid", "softmax"})
+# ... and with the methods whose results carry no graph: what a detaching call may follow
+CONVERSIONS_KEEPING_DATA = GRAPH_KEEPING_CONVERSIONS | NON_DIFFERENTIABLE_METHODS
 # (at class level only turning requires_grad on counts: `if p.requires_grad` filtering the
 # parameters, `y.requires_grad = False` on labels say nothing about this method's grad mode)
 CLASS_DELIBERATE_GRAD_RE = re.compile(
@@ -979,9 +981,7 @@ for phase in ["train", "val"]:
         if found is None:
             if analysis.all_calls_grad_disabled(scope):
                 return  # every caller in this module already runs it under no_grad
-            if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
-                    and not self._report_discarded_in_loop(scope):
-                self._report_periodic_evaluation(scope)
+            self._report_other_shapes(scope)
             return
         if analysis.all_calls_grad_disabled(scope):
             return  # every caller in this module already runs it under no_grad
@@ -1001,7 +1001,13 @@ for phase in ["train", "val"]:
             stmt, call = found
             self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
                         autofix=self._autofix(scope, regions, stmt))
-        elif not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
+        else:
+            self._report_other_shapes(scope)
+
+    def _report_other_shapes(self, scope) -> None:
+        """Where no evaluation region reports: the first of a shared loop run for evaluation, a
+        loop that backpropagates only in one mode, a rollout, an evaluation every N steps."""
+        if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
                 and not self._report_discarded_in_loop(scope):
             self._report_periodic_evaluation(scope)
 
@@ -1111,16 +1117,10 @@ for phase in ["train", "val"]:
                         receiver = node.func.value
                     elif type(node) is cst.Attribute and node.attr.value == "data":
                         receiver = node.value
-                    while receiver is not None and type(receiver) is not cst.Name:
-                        if type(receiver) is cst.Subscript:
-                            receiver = receiver.value
-                        elif type(receiver) is cst.Call and type(receiver.func) is cst.Attribute \
-                                and receiver.func.attr.value in GRAPH_KEEPING_CONVERSIONS:
-                            receiver = receiver.func.value
-                        else:
-                            receiver = None
                     if receiver is not None:
-                        converted.add(id(receiver))
+                        receiver = _conversion_source(receiver, GRAPH_KEEPING_CONVERSIONS)
+                        if type(receiver) is cst.Name:
+                            converted.add(id(receiver))
             for expr in analysis.own_expressions(stmt):
                 for node in iter_expression_nodes(expr):
                     if type(node) is cst.Name and node.value in names:
@@ -1609,12 +1609,7 @@ for phase in ["train", "val"]:
             for call in self.analysis.calls_in(stmt):
                 if call_name(call) != "numpy" or type(call.func) is not cst.Attribute:
                     continue
-                receiver = call.func.value
-                while type(receiver) in (cst.Call, cst.Subscript):
-                    func = receiver.func if type(receiver) is cst.Call else None
-                    if func is not None and not (type(func) is cst.Attribute and func.attr.value in GRAPH_KEEPING_CONVERSIONS):
-                        break
-                    receiver = func.value if func is not None else receiver.value
+                receiver = _conversion_source(call.func.value, GRAPH_KEEPING_CONVERSIONS)
                 if type(receiver) is cst.Name and receiver.value in bound:
                     binding = self.analysis.lookup(receiver.value, ctx)
                     if binding is not None and binding.stmt is forward_stmt:
@@ -2172,19 +2167,22 @@ def _detached_on_the_spot(stmt, call, analysis) -> bool:
     for outer in analysis.calls_in(stmt):
         if call_name(outer) not in DETACHING_METHODS or type(outer.func) is not cst.Attribute:
             continue
-        receiver = outer.func.value
-        while receiver is not call:
-            if type(receiver) is cst.Subscript:
-                receiver = receiver.value
-            elif type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and (
-                    receiver.func.attr.value in GRAPH_KEEPING_CONVERSIONS
-                    or receiver.func.attr.value in NON_DIFFERENTIABLE_METHODS):
-                receiver = receiver.func.value
-            else:
-                break
-        if receiver is call:
+        if _conversion_source(outer.func.value, CONVERSIONS_KEEPING_DATA, stop=call) is call:
             return True
     return False
+
+
+def _conversion_source(expr, methods, stop=None):
+    """What ``expr`` is a conversion of, past subscripts and calls of ``methods``
+    (``out[0].cpu()`` -> ``out``); the walk ends at ``stop``."""
+    while expr is not stop:
+        if type(expr) is cst.Subscript:
+            expr = expr.value
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in methods:
+            expr = expr.func.value
+        else:
+            break
+    return expr
 
 
 def _class_takes_gradients(code: str) -> bool:

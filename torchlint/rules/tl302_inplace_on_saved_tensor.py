@@ -616,7 +616,6 @@ class SAC:
                     continue
                 module = self._computed_through(root, binding.ctx, owners, scope)
                 if module is not None:
-                    name = self.code(optimizer, 40)
                     self.report(node, self.STEP_MESSAGE.format(step=self.code(call, 40), module=module,
                                                               loss=root, backward=self.code(stmt, 40)),
                                 self.STEP_FIX.format(step=self.code(call, 40), backward=self.code(stmt, 40)))
