@@ -515,3 +515,54 @@ def test_a_file_whose_lint_reads_its_own_index_analysis_gets_a_tree_of_its_own(t
     assert codes(tmp_path / "a.py") == a_alone
     # a's lint read b's answer, which came from a: linted again on a fresh parse
     assert parsed.count(text) == 2
+
+
+TRAINER_MODULE = """\
+    import torch
+
+    class Trainer:
+        def __init__(self, model, optimizer):
+            self.model, self.optimizer = model, optimizer
+
+        @staticmethod
+        def load(path):
+            model = torch.load(path)
+            return Trainer(model, torch.optim.Adam(model.parameters()))
+
+        def update(self, batch):
+            loss = self.model(batch).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+
+        def predict(self, batch):
+            {decorator}
+            self.model.eval()
+            return self.model.predict(batch)
+
+
+    class GraphTrainer(Trainer):
+        pass
+    """
+
+PREDICT_SCRIPT = """\
+    from trainer import Trainer, GraphTrainer
+
+    def predict_dataset(trainer, batches):
+        preds = []
+        for batch in batches:
+            preds += trainer.predict(batch)
+        return preds
+
+    def main(path, batches):
+        trainer = Trainer.load(path)
+        return predict_dataset(trainer, batches)
+    """
+
+
+@pytest.mark.parametrize(("decorator", "expected"), [("pass", [(6, "TL201")]), ("torch.set_grad_enabled(False)", [])])
+def test_a_parameter_named_for_the_project_classes_it_holds(tmp_path, decorator, expected):
+    # `trainer = Trainer.load(path)` gives no class away: the imported classes named like the
+    # parameter (Trainer, GraphTrainer) say what `trainer.predict(batch)` runs
+    write(tmp_path, {"trainer.py": TRAINER_MODULE.format(decorator=decorator), "predict.py": PREDICT_SCRIPT})
+    assert codes(tmp_path / "predict.py") == expected

@@ -242,6 +242,33 @@ class SummaryQueries:
             return found if found is not None and found.kind == "class" else None
         return None
 
+    def methods_of_classes_named_like(self, name: str, method: str) -> list[Scope]:
+        """The method ``method`` of every project class this module defines or imports whose
+        name shares a word with ``name``: for a parameter ``trainer`` whose callers give no
+        class away, the ``predict`` of ``Trainer`` and ``GraphTrainer``. Empty when one such
+        class has no such method."""
+        words = set(name_words(name)) - {"self", "obj", "object", "x", "m"}
+        if not words:
+            return []
+        memo = self.module_scope._memo.setdefault("methods named like", {})
+        if (name, method) in memo:
+            return memo[name, method]
+        found: list[Scope] = []
+        candidates = list(self.local_classes) + [local for local, full in self.imports.items() if local == full.rpartition(".")[2]]
+        for candidate in candidates:
+            if not words & set(name_words(candidate)):
+                continue
+            class_scope = self.class_named(cst.Name(candidate))
+            if class_scope is None:
+                continue
+            scope = class_scope.owner.method_of(class_scope, method, set())
+            if scope is None:
+                found = []
+                break
+            found.append(scope)
+        memo[name, method] = found
+        return found
+
     @in_owner
     def method_of(self, class_scope: Scope, name: str, seen: set, foreign: bool = True) -> Scope | None:
         """The method ``name`` of a class or of its bases defined in the project."""

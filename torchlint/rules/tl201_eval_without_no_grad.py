@@ -677,6 +677,48 @@ for x, y in batches(features):
     loss.backward()
     optimizer.step()
 """,
+        """\
+class Enhancer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x):
+        self.output = self.net(x)
+        return self.output
+
+    def evaluate(self, images, out_dir):  # an evaluation loop over data, not part of forward
+        for i, image in enumerate(images):
+            self.forward(image)  # expect: TL201
+            save_image(self.output.cpu().numpy(), f"{out_dir}/{i}.png")
+""",
+        """\
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+
+    @staticmethod
+    def load(path):
+        model = torch.load(path)
+        return Trainer(model, torch.optim.Adam(model.parameters()))
+
+    def predict(self, batch):  # reported here, once, not at its calls
+        self.model.eval()
+        scores = self.model(batch)  # expect: TL201
+        return scores.argmax(-1).tolist()
+
+
+def predict_dataset(trainer, batches):  # `trainer`: the Trainer its callers load
+    preds = []
+    for batch in batches:
+        preds += trainer.predict(batch)
+    return preds
+
+
+def main(path, batches):
+    trainer = Trainer.load(path)
+    return predict_dataset(trainer, batches)
+""",
     ]
     VALID = [
         """\
@@ -961,6 +1003,35 @@ for phase in ["train", "val"]:
             if phase == "train":
                 loss.backward()
                 optimizer.step()
+""",
+        """\
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    @torch.no_grad()
+    def predict(self, batch):
+        self.model.eval()
+        return self.model(batch).argmax(-1).tolist()
+
+
+def predict_dataset(trainer, batches):  # Trainer.predict turns grad off itself
+    preds = []
+    for batch in batches:
+        preds += trainer.predict(batch)
+    return preds
+""",
+        """\
+class Dynamics(nn.Module):
+    def forward(self, state, action):
+        return self.net(torch.cat([state, action], -1))
+
+    def evaluate_plan(self, state, actions):  # the planner backpropagates through the rollout
+        states = []
+        for action in actions:
+            state = self(state, action)
+            states.append(state)
+        return torch.stack(states)
 """,
     ]
 
@@ -1454,7 +1525,7 @@ for phase in ["train", "val"]:
                 switch_statements[stmt_ctx.order] = stmt
         regions = []
         if node is not None and self._name_says_evaluation(node.name.value) and (
-            not self._is_module_method(scope) or self._loops_over_batches(scope)
+            not self._is_module_method(scope) or self._loops_over_batches(scope) or self._loops_own_forward(scope)
         ):
             regions.append((start_order, next((order for order, mode, _ in switches if mode == "train"), math.inf)))
         for index, (start, mode, key) in enumerate(switches):
@@ -1696,6 +1767,24 @@ for phase in ["train", "val"]:
             for loop in analysis.loops.values()
         )
 
+    def _loops_own_forward(self, scope) -> bool:
+        """Does a module's method run the whole model (``self(x)``, ``self.forward(x)``) on
+        every iteration of a loop of its own, and return no graph? ``evaluate(self, images)``
+        then is an evaluation loop over data, not a piece of the forward computation."""
+        analysis = self.analysis
+        if analysis.returns_attached(scope):
+            return False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.loop is None or ctx.loop.implicit is not None:
+                continue
+            for call in analysis.calls_in(stmt):
+                func = call.func
+                if (type(func) is cst.Name and func.value == "self") or (
+                        type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self"
+                        and func.attr.value == "forward"):
+                    return True
+        return False
+
     def _trains(self, scope, region) -> bool:
         """Does any statement in the region (nested functions included, for optimizer closures)
         backpropagate or step an optimizer?"""
@@ -1923,21 +2012,40 @@ for phase in ["train", "val"]:
         scope = ctx.scope
         if binding is None or binding.kind != "param" or binding.ctx.scope is not scope:
             return False
-        callers = analysis.callers_of(scope)
-        if not callers:
-            return False
-        for caller, caller_ctx in callers:
+        methods = []
+        for caller, caller_ctx in analysis.callers_of(scope):
             argument = passed_arguments(caller, scope).get(func.value.value)
             class_scope = None if argument is None else analysis.class_named(argument.func) \
                 if type(argument) is cst.Call else analysis.instance_class(argument, caller_ctx)
-            method = class_scope.owner.method_of(class_scope, func.attr.value, set()) if class_scope is not None else None
-            if method is None or method.grad is not GradMode.ENABLED:
+            if class_scope is None:
+                methods = []
+                break
+            methods.append(class_scope.owner.method_of(class_scope, func.attr.value, set()))
+        if not methods:
+            # callers that give no class away (`trainer = Trainer.load(path)`): the project
+            # classes the parameter is named for (`trainer`: `Trainer`, `GraphTrainer`)
+            methods = analysis.methods_of_classes_named_like(func.value.value, func.attr.value)
+        if not methods:
+            return False
+        for method in methods:
+            if method is None or method.grad is not GradMode.ENABLED or self._reports_itself(method):
                 return False
             owner = method.owner
             rule = self if owner is analysis else type(self)(owner, [], self.options)
             if not rule._runs_forward(method, 1) or owner.backpropagates(method) or owner.steps_optimizer(method):
                 return False
         return True
+
+    def _reports_itself(self, method) -> bool:
+        """Is a function of this module reported at its own forward pass (an evaluation region
+        of its own, ``self.model.eval()`` then ``self.model(batch)``)? Then not at its calls too."""
+        if method.owner is not self.analysis:
+            return False
+        if self._reported_inside(method):
+            return True
+        regions = self._regions(method)
+        strict = self._grad_unknown(method) or method._memo.get("tl201_strict", False)
+        return bool(regions) and self._first_forward(method, regions, strict=strict) is not None
 
     def _reported_inside(self, callee) -> bool:
         """Is the module-defined function inference code reported at its own forward pass

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name, iter_expression_nodes, last_part, name_words, strip_pass_through
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
@@ -306,6 +306,20 @@ class LoRATrainer:  # the text encoder of the pipeline is frozen: eval mode on p
         loss.backward()
         return loss.detach()
 """,
+        """\
+def perceptual_loss(output, target):
+    vgg = load_vgg16("./weights")  # its own frozen network, not the model being trained
+    vgg.eval()
+    return F.mse_loss(vgg(output), vgg(target))
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = perceptual_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
     ]
 
     def visit_For(self, node, ctx: Context) -> None:
@@ -516,7 +530,8 @@ class ModeSwitches:
                 switches = self.of_statement(inner, inner_ctx, depth + 1)
                 if not switches or not self._may_run(call, callee, inner):
                     continue
-                found.extend((mode, self._map_key(key, call, callee, ctx)) for mode, key in switches)
+                found.extend((mode, self._map_key(key, call, callee, ctx)) for mode, key in switches
+                             if not self._built_by_callee(key, callee))
         memo[id(stmt)] = found
         return found
 
@@ -540,6 +555,23 @@ class ModeSwitches:
         if binding is not None and binding.ctx.scope is self.analysis.module_scope:
             return key  # a global model
         return None
+
+    def _built_by_callee(self, key, callee) -> bool:
+        """Is ``key`` a local of the callee bound only to something it builds or loads from
+        nothing it was given (``vgg = load_vgg16(path)``, ``net = Vgg16()``)? Switching that
+        to ``.eval()`` switches the callee's own network, not any model of the caller."""
+        if key is None:
+            return False
+        root = key.partition(".")[0]
+        bindings = callee.bindings.get(root, ())
+        if not bindings or root == "self":
+            return False
+        given = {name for name, found in callee.bindings.items() if any(b.kind == "param" for b in found)} | {"self"}
+        for binding in bindings:
+            value = binding.value if binding.kind == "assign" and not binding.element else None
+            if type(value) is not cst.Call or given & {used.partition(".")[0] for used in mentioned_keys(value)}:
+                return False
+        return True
 
     def _not_a_model(self, key, receiver, ctx: Context) -> bool:
         if key is not None and DATA_WORDS.intersection(name_words(last_part(key))):
