@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from torchlint.analysis import (
     BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, Context, GradMode, _call_chain, call_arguments, call_name,
-    dotted_name, eval_side, is_view_subscript, iter_expression_nodes, keyword_argument, last_part, mentioned_keys,
+    dotted_name, eval_side, is_view_subscript, iter_expression_nodes, keyword_argument, last_part, mentioned_keys, name_words,
     strip_views,
 )
 from torchlint.lazy import cst
@@ -378,6 +378,30 @@ class SAC:
         policy_loss.backward()
         self.policy_optim.step()
 """,
+        """\
+class ResidualBlock(nn.Module):
+    def __init__(self, channels, dropout_fn):
+        super().__init__()
+        self.conv = nn.Conv1d(channels, channels, 3, padding=1)
+        self.dropout_fn = dropout_fn
+
+    def forward(self, x):
+        residual = x
+        x = self.dropout_fn(F.relu(self.conv(x)))  # p=0, or eval mode: relu's own output
+        x += residual  # expect: TL302
+        return x
+""",
+        """\
+class ResBlock(ME.MinkowskiNetwork):
+    def __init__(self, c, convolution):
+        super().__init__(3)
+        self.block = Seq().append(convolution(c, c, kernel_size=3)).append(ME.MinkowskiBatchNorm(c)).append(ME.MinkowskiReLU())
+
+    def forward(self, x):
+        out = self.block(x)
+        out += x  # expect: TL302
+        return out
+""",
     ]
     VALID = [
         """\
@@ -582,6 +606,32 @@ class SAC:
         policy_loss.backward()
         self.policy_optim.step()
 """,
+        """\
+class ResidualBlock(nn.Module):
+    def __init__(self, channels, p):
+        super().__init__()
+        self.conv = nn.Conv1d(channels, channels, 3, padding=1)
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x):
+        out = self.dropout(self.conv(x))  # a convolution does not save its output
+        out += x
+        return F.relu(out)
+""",
+        """\
+class ResBlock(ME.MinkowskiNetwork):
+    def __init__(self, c, convolution):
+        super().__init__(3)
+        self.block = Seq().append(convolution(c, c, kernel_size=3)).append(ME.MinkowskiLeakyReLU()).append(ME.MinkowskiBatchNorm(c))
+        self.act = ME.MinkowskiLeakyReLU()  # leaky_relu saves its input
+
+    def forward(self, x):
+        out = self.block(x)
+        out += x
+        y = self.act(out)
+        y += x
+        return y
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
@@ -689,7 +739,7 @@ class SAC:
                 # an element of a list of layer outputs (`laterals[i - 1] += ...`) is the tensor
                 element = node.target if type(node) is cst.AugAssign else operand
                 name = self.code(element if self._python_list(key, ctx) else base, 30)
-                self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]),
+                self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=origin[0]) + origin[2],
                             self.FIX.format(name=name), autofix=self._autofix(node, base, ctx))
                 return
             found = self._saved_as_input(node, operand, base, key, ctx)
@@ -801,8 +851,8 @@ class SAC:
             return self._split_view(inner_key, binding.ctx, depth + 1) if inner_key else None
         return None
 
-    def _saved_origin(self, key: str, ctx: Context, depth: int) -> tuple[str, Binding] | None:
-        """(op, binding) when ``key`` at ``ctx`` holds the output of an output-saving op computed
+    def _saved_origin(self, key: str, ctx: Context, depth: int) -> tuple[str, Binding, str] | None:
+        """(op, binding, note) when ``key`` at ``ctx`` holds the output of an output-saving op computed
         in this scope (following in-place updates, aliases and views)."""
         binding = self.analysis.lookup(key, ctx)
         if binding is None or binding.ctx.scope is not ctx.scope or depth > MAX_ALIAS_DEPTH:
@@ -817,27 +867,49 @@ class SAC:
         if type(value) is cst.Call:
             op = self._saving_op(value, binding.ctx)
             if op is None and value.args and self._may_be_identity(value.func, binding.ctx):
-                # `x = self.lab(x)` with `self.lab = nn.Identity()` on one path of `__init__`
-                inner = dotted_name(value.args[0].value)
-                return self._saved_origin(inner, binding.ctx, depth + 1) if inner else None
-            return (op, binding) if op is not None else None
+                # `x = self.lab(x)` with `self.lab = nn.Identity()` on one path of `__init__`,
+                # `x = self.dropout(x)`
+                argument = strip_views(value.args[0].value, through_detach=True)
+                inner = dotted_name(argument) if argument is not None else None
+                found = self._saved_origin(inner, binding.ctx, depth + 1) if inner else None
+                if type(argument) is cst.Call:  # `self.dropout(F.relu(h))`
+                    op = self._saving_op(argument, binding.ctx)
+                    found = (op, binding, "") if op is not None else None
+                if found is not None and self._is_dropout(value.func):
+                    note = f" (`{self.code(value.func, 30)}` hands its input back in eval mode or with p=0)"
+                    return found[0], found[1], note
+                return found
+            return (op, binding, "") if op is not None else None
         if type(value) is cst.ListComp:  # laterals = [conv(x[i]) for i, conv in enumerate(self.lateral_convs)]
             op = self._element_saving_op(value, binding.ctx)
-            return (op, binding) if op is not None else None
+            return (op, binding, "") if op is not None else None
         alias = dotted_name(value) if value is not None else None
         return self._saved_origin(alias, binding.ctx, depth + 1) if alias else None
 
     def _may_be_identity(self, func, ctx: Context) -> bool:
-        """Is ``self.X`` built as ``nn.Identity()`` on some path of the class's methods?"""
+        """Does the call may hand back its input itself: ``self.X`` built as ``nn.Identity()``
+        on some path of the class's methods, or a dropout (``nn.Dropout``, ``F.dropout``),
+        which returns its very input in eval mode or with ``p=0`` (measured, torch 2.13)?"""
+        qualified = self.analysis.qualified_name(func) or ""
+        if qualified.rpartition(".")[0] == "torch.nn.functional" and last_part(qualified) in DROPOUTS:
+            return True
         key = dotted_name(func)
         class_scope = ctx.scope.class_scope
         if key is None or not key.startswith("self.") or class_scope is None:
             return False
-        return any(
-            binding.kind == "assign" and type(binding.value) is cst.Call
-            and self.analysis.qualified_name(binding.value.func) == "torch.nn.Identity"
-            for binding in class_scope.bindings.get(key, ())
-        )
+        if DROP_WORDS & set(name_words(last_part(key))):
+            return True  # `self.dropout_fn`, `self.drop_path`: given to the constructor, a dropout by name
+        for binding in class_scope.bindings.get(key, ()):
+            if binding.kind != "assign" or type(binding.value) is not cst.Call:
+                continue
+            built = self.analysis.qualified_name(binding.value.func) or ""
+            if built == "torch.nn.Identity" or (built.startswith("torch.nn.") and last_part(built) in DROPOUT_MODULES):
+                return True
+        return False
+
+    def _is_dropout(self, func) -> bool:
+        qualified = self.analysis.qualified_name(func) or ""
+        return last_part(qualified) in DROPOUTS | DROPOUT_MODULES or bool(DROP_WORDS & set(name_words(last_part(dotted_name(func) or ""))))
 
     def _python_list(self, key: str, ctx: Context) -> bool:
         binding = self.analysis.lookup(key, ctx)
@@ -983,7 +1055,18 @@ class SAC:
                 constructor = cst.Call(func=default)
         if qualified.startswith(MMCV_PREFIXES) and last_part(qualified) == "ConvModule":
             return self._conv_module(constructor, depth, ctx)
+        func = constructor.func
+        if type(func) is cst.Attribute and func.attr.value in CHAIN_APPENDS and type(func.value) is cst.Call \
+                and depth < MAX_ALIAS_DEPTH:
+            # `Seq().append(conv).append(norm).append(ME.MinkowskiReLU())`: a sequence built by a chain
+            layers = call_arguments(constructor)
+            last = layers[-1] if layers else None
+            found = self._saving_constructor(last, depth + 1, ctx) if type(last) is cst.Call else None
+            return (found[0], True) if found is not None else None
         if not qualified.startswith("torch.nn."):
+            activation = _foreign_activation(last_part(qualified or dotted_name(func) or ""))
+            if activation is not None:  # MinkowskiEngine's `ME.MinkowskiReLU()` runs torch's relu
+                return f"{dotted_name(func)}()", False
             return self._project_block(constructor, depth)
         if last_part(qualified) == "Sequential" and depth < MAX_ALIAS_DEPTH:
             layers = call_arguments(constructor)
@@ -1358,6 +1441,30 @@ def _calls_own_member(expr) -> bool:
 
 # self.<name>(...) calls that do not compute with the module's parameters
 DETACHING_OWN_CALLS = frozenset({"register_buffer", "parameters", "named_parameters", "modules", "children", "log", "log_dict"})
+
+
+# Methods that add a layer to a sequence and return the sequence, for chains of them.
+CHAIN_APPENDS = frozenset({"append", "add"})
+# Prefixes that make an activation one that saves its input, not its output.
+ACTIVATION_VARIANTS = frozenset({"leaky", "p", "r", "c", "s", "hard", "log", "gumbel", "quick", "soft", "fast"})
+
+
+def _foreign_activation(name: str) -> str | None:
+    """The output-saving activation a class of another library named like one wraps:
+    ``MinkowskiReLU`` -> relu (not ``LeakyReLU``, ``PReLU`` or ``Hardtanh``)."""
+    for suffix, op in OUTPUT_SAVING_MODULES.items():
+        if name.endswith(suffix) and name != suffix:
+            prefix = name[: -len(suffix)]
+            words = name_words(prefix)
+            if prefix[:1].isupper() and words and words[-1] not in ACTIVATION_VARIANTS:
+                return op
+    return None
+
+
+# Dropouts return their very input in eval mode or with p=0.
+DROPOUTS = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
+DROP_WORDS = frozenset({"drop", "dropout"})
+DROPOUT_MODULES = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"})
 
 
 # Ops returning several views of their input; functions and methods that only re-view a tensor.
