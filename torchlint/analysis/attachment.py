@@ -48,14 +48,15 @@ class AttachmentQueries:
         if "roots" in scope._memo:
             return scope._memo["roots"]
         roots: set[str] = set()
-        if not (self.may_contain("backward") or self.may_contain("autograd") or self.may_contain(".step(")):
+        if not (self.may_contain("backward") or self.may_contain("autograd") or self.may_contain(".step(")
+                or self.may_contain("scaler(")):
             scope._memo["roots"] = frozenset()
             return scope._memo["roots"]
         for stmt, stmt_ctx in scope.statements:
             for call in self.calls_in(stmt):
                 name = call_name(call)
                 positional = call_arguments(call)
-                if name == "step" and self.steps_on_a_loss(call, stmt_ctx):
+                if (name == "step" or "scaler" in (name or "").lower()) and self.steps_on_a_loss(call, stmt_ctx):
                     operand = positional[0]  # self.optim.step(loss): the wrapper backpropagates it
                 elif name in BACKWARD_FUNCTIONS:
                     # accelerator.backward(loss) / self.manual_backward(loss): the argument;

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, STEP_SOURCE_RE, STEP_TARGET_RE
+from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, STEP_SOURCE_RE, STEP_TARGET_RE, name_words
 from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_match, call_name, collect_nodes, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
@@ -256,8 +256,8 @@ class ControlFlowQueries:
             return True
         if type(func) is cst.Name and func.value == "self":
             return True  # a module calling its own forward (a decoding loop)
-        if self.is_module(func, ctx) or self.stepped_optimizer(call, ctx) is not None:
-            return True
+        if (self.is_module(func, ctx) and not _names_a_loss(func)) or self.stepped_optimizer(call, ctx) is not None:
+            return True  # (a loss module's call, `self.criterion(out, y)`, scores a step: it makes none)
         # a helper of another module counts when it can backpropagate or step at all
         callee = self.called_function(call, ctx, True, ("backward", ".step(", "autograd"))
         return callee is not None and self.makes_step_per_call(callee)
@@ -531,3 +531,11 @@ def _ends_in_exit(body) -> bool:
     if type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
         return bool(last.body) and type(last.body[-1]) in (cst.Return, cst.Raise, cst.Continue, cst.Break)
     return False
+
+
+LOSS_MODULE_WORDS = frozenset({"criterion", "criteria", "loss", "losses", "metric"})
+
+
+def _names_a_loss(func) -> bool:
+    name = dotted_name(func)
+    return name is not None and bool(LOSS_MODULE_WORDS & set(name_words(name.rpartition(".")[2])))

@@ -461,7 +461,11 @@ class OptimizerQueries:
     def steps_on_a_loss(self, call, ctx: Context) -> bool:
         """``self.optim.step(loss)``: an optimizer wrapper handed the loss (tianshou's, many
         projects' own) backpropagates it itself (and clears and steps: no TL501 step). Not
-        ``optimizer.step(closure)``, whose argument is a function."""
+        ``optimizer.step(closure)``, whose argument is a function. Also a loss scaler called
+        on the loss and the optimizer, ``loss_scaler(loss, optimizer, parameters=...)`` (timm's
+        and MAE's ``NativeScaler``): it backpropagates and steps."""
+        if self.scales_and_steps(call, ctx):
+            return True
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value != "step" or len(call.args) != 1:
             return False
@@ -474,6 +478,18 @@ class OptimizerQueries:
             return False
         binding = self.lookup(key, ctx)
         return binding is not None and binding.kind in ("assign", "augassign") and type(binding.value) is not cst.Lambda
+
+    def scales_and_steps(self, call, ctx: Context) -> bool:
+        """``loss_scaler(loss, optimizer, clip_grad=...)``: an object named for loss scaling,
+        called (not one of its methods) with the loss and an optimizer."""
+        func = call.func
+        name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else ""
+        if "scaler" not in name_words(name):
+            return False
+        positional = call_arguments(call)
+        optimizer = positional[1] if len(positional) >= 2 else keyword_argument(call, "optimizer")
+        return bool(positional) and optimizer is not None and dotted_name(positional[0]) is not None \
+            and self.is_optimizer(optimizer, ctx)
 
     def gradient_clearings(self, stmt) -> list:
         """How a statement clears gradients, one entry per clearing: the receiver of

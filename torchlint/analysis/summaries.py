@@ -33,7 +33,7 @@ REACHED_CALLS = {
 }
 # What a module's text must contain for one of its functions to reach the call at all.
 REACHED_TEXT = {
-    "backward": ("backward", "autograd", ".step("), "step": (".step(",), "clear": ("zero_grad", ".grad"),
+    "backward": ("backward", "autograd", ".step(", "scaler("), "step": (".step(", "scaler("), "clear": ("zero_grad", ".grad"),
     "unscale": ("unscale",), "update": (".update(",),
 }
 # Hook registrations and the kind of hook each registers.
@@ -406,12 +406,12 @@ class SummaryQueries:
         name = call_name(call)
         if name in ("backward", "manual_backward"):
             return True
-        if name == "step":
+        if name == "step" or (name is not None and "scaler" in name.lower()):
             return self.steps_on_a_loss(call, ctx)
         return name == "grad" and self.qualified_name(call.func) == "torch.autograd.grad"
 
     def _is_step_call(self, call, ctx: Context) -> bool:
-        return self.stepped_optimizer(call, ctx) is not None
+        return self.stepped_optimizer(call, ctx) is not None or self.scales_and_steps(call, ctx)
 
     def _is_clearing_call(self, call, ctx: Context) -> bool:
         return is_clearing_call_name(call_name(call) or "")

@@ -231,6 +231,26 @@ for x, y in loader:
     mfu = model.estimate_mfu(batch_size, dt)  # a number the model computes about itself
     running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
 """,
+        """\
+def compute_loss(self, preds, target):  # one step's deep-supervision heads, summed for backward
+    loss = 0
+    for weight, prediction in zip(self.weights, preds):
+        loss += weight * self.criterion(prediction, target)
+    self.loss = loss
+""",
+        """\
+for samples, targets in loader:
+    outputs = model(samples)
+    if cosub:
+        first, second = outputs.chunk(2)
+        loss = 0.5 * criterion(first, targets)  # started afresh in the same block
+        loss = loss + 0.5 * criterion(second, targets)
+    else:
+        loss = criterion(outputs, targets)
+    optimizer.zero_grad()
+    loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters())  # backward and step
+    log(loss.item())
+""",
     ]
 
     def visit_AugAssign(self, node, ctx: Context) -> None:
@@ -307,6 +327,33 @@ for x, y in loader:
                         return [item for item in items if dotted_name(item) != key]
         return []
 
+    def _earlier_in_block(self, reset, node, ctx: Context) -> bool:
+        """Is the fresh binding ``reset`` an earlier statement of the block holding ``node``
+        (``loss = 0.25 * c(a)`` then ``loss = loss + 0.25 * c(b)`` under one ``if``)?"""
+        found = self.analysis.straight_line(node, ctx)
+        if found is None:
+            return False
+        sequence, index = found
+        return any(item is reset.stmt for item in sequence[:index])
+
+    def _over_terms(self, loop) -> bool:
+        """A loop over the terms of one step (heads' outputs, loss weights): it makes no step,
+        holds no loop, and backpropagates nothing itself."""
+        analysis = self.analysis
+        return not analysis.is_step_loop(loop) and not any(
+            type(stmt) in (cst.For, cst.While) or analysis.statement_backpropagates(stmt, ctx)
+            for stmt, ctx in analysis.statements_in_loop(loop)
+        )
+
+    def _started_before(self, key: str, loop, ctx: Context) -> bool:
+        """Is the accumulator a local given a fresh value by the loop's function just before the
+        loop, on every path (``loss = 0``)?"""
+        if "." in key or "[" in key:
+            return False
+        before = [binding for binding in loop.scope.bindings.get(key, ()) if binding.ctx.order < loop.start]
+        return bool(before) and before[-1].kind == "assign" and before[-1].ctx.guard is None \
+            and len(before[-1].ctx.loops) == len(ctx.loops) - 1
+
     def _check(self, node, key: str, added, ctx: Context) -> None:
         analysis = self.analysis
         terms = added if isinstance(added, list) else [added]
@@ -319,9 +366,12 @@ for x, y in loader:
         # (`if ema is None: ema = loss` / `else: ema = beta * ema + ...` starts the sum, it does not reset it)
         resets = [reset for reset in analysis.resets_in_loop(key, loop)
                   if not analysis.exclusive_branches(reset.stmt, node, ctx.scope)]
-        if any(reset.ctx.order < ctx.order and reset.ctx.guard is None and len(reset.ctx.loops) == len(ctx.loops)
+        if any(reset.ctx.order < ctx.order and len(reset.ctx.loops) == len(ctx.loops)
+               and (reset.ctx.guard is None or self._earlier_in_block(reset, node, ctx))
                for reset in resets):
             return  # started afresh every iteration: the sum spans one iteration only
+        if loop.implicit is None and self._over_terms(loop) and self._started_before(key, loop, ctx):
+            return  # `loss = 0` then a loop over the heads' outputs: one step's terms, summed for its backward
         if resets and analysis.loop_backpropagates(loop):
             return  # reset after optimizer steps: holds a few graph nodes, on purpose
         if analysis.reaches_backward(key, ctx):

@@ -1828,8 +1828,8 @@ class Dynamics(nn.Module):
         analysis = self.analysis
         func = call.func
         name = call_name(call)
-        if name in BACKWARD_FUNCTIONS or name == "optimizer_step":
-            return True
+        if name in BACKWARD_FUNCTIONS or name == "optimizer_step" or analysis.scales_and_steps(call, ctx):
+            return True  # (`loss_scaler(loss, optimizer)` backpropagates and steps)
         if name == "grad":
             return analysis.qualified_name(func) == "torch.autograd.grad"
         if name == "step" and type(func) is cst.Attribute:

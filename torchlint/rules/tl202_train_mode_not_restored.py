@@ -53,6 +53,12 @@ class TrainModeNotRestored(Rule):
     (`strategy.backward(loss, self.model, self.optimizer)`) is trained there, and a module
     that trains itself (`self.fit_on_task(...)` backpropagates) and validates with
     `self.eval()` is checked like any other model.
+
+    Step functions handed to a framework that loops over them (ignite's
+    `Engine(train_step)`) are checked as a pair: a validation step that calls `.eval()` is
+    reported when the training step handed over beside it never calls `.train()` on that
+    model. Frameworks that set the mode themselves (Lightning's `training_step`, ignite's
+    `create_supervised_trainer`) take methods or build the step for you: nothing is handed over.
     """
 
     CODE = "TL202"
@@ -62,6 +68,11 @@ class TrainModeNotRestored(Rule):
         "loop switches it back: from the next iteration on it trains with dropout off and batch norm frozen"
     )
     FIX = "call `{model}.train()` at the top of the loop (or at the end of the validation)"
+    HANDED_MESSAGE = (
+        "`{stmt}` switches `{model}` to evaluation mode, and `{step}`, which the framework runs between "
+        "validations, never switches it back: after the first validation it trains with dropout off and batch norm frozen"
+    )
+    HANDED_FIX = "call `{model}.train()` at the start of `{step}`"
     AUTOFIX = (
         "Unsafe: inserts `model.train()` right before the statement of the loop's body that trains "
         "first (the inner loop over batches, or the training helper's call), so every pass trains "
@@ -195,6 +206,28 @@ class MetaLearner(nn.Module):  # the module trains itself
         with torch.no_grad():
             return sum(self.accuracy(task) for task in loader) / len(loader)
 """,
+        """\
+from ignite.engine import Engine
+
+
+def train_step(engine, batch):  # ignite runs it for every batch, between validations
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def val_step(engine, batch):
+    with torch.no_grad():
+        model.eval()  # expect: TL202
+        x, y = batch
+        return model(x), y
+
+
+trainer, evaluator = Engine(train_step), Engine(val_step)
+""",
     ]
     VALID = [
         """\
@@ -320,6 +353,57 @@ def train(model, loader, optimizer):
         loss.backward()
         optimizer.step()
 """,
+        """\
+from ignite.engine import Engine
+
+
+def train_step(engine, batch):
+    model.train()  # every step starts in training mode
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def val_step(engine, batch):
+    model.eval()
+    with torch.no_grad():
+        x, y = batch
+        return model(x), y
+
+
+trainer, evaluator = Engine(train_step), Engine(val_step)
+""",
+        """\
+def train(loader, model, criterion, optimizer):
+    model.eval()  # linear probe: the frozen backbone's batch norm must not move
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def validate(loader, model):
+    model.eval()
+    with torch.no_grad():
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+
+for epoch in range(epochs):
+    train(train_loader, model, criterion, optimizer)
+    validate(val_loader, model)
+""",
+        """\
+for epoch in range(epochs):
+    model.train()
+    train_one_epoch(model, loader, optimizer, model_ema)
+    evaluate(val_loader, model_ema.ema)  # the EMA copy: averaged, never trained by backward
+    snapshot = copy.deepcopy(model).eval().requires_grad_(False)  # a copy's mode
+    save(snapshot)
+""",
     ]
 
     def visit_For(self, node, ctx: Context) -> None:
@@ -340,9 +424,14 @@ def train(model, loader, optimizer):
                 continue
             for mode, key in modes.of_statement(stmt, ctx):
                 (evals if mode == "eval" else restored).append((stmt, ctx, key))
+        # a model the training itself switches to eval trains in eval mode on purpose (a frozen
+        # backbone under a linear probe, frozen batch norm while fine-tuning)
+        deliberate = [key for stmt, ctx, key in evals if key is not None and self._trains_here(stmt, ctx)]
         reported = set()
         for stmt, ctx, key in evals:
             if id(stmt) in reported or any(_same_model(key, other) for _, _, other in restored):
+                continue
+            if any(_same_model(key, other) for other in deliberate) or (key is not None and _names_a_copy(key)):
                 continue
             if self._inner_training_loop(loop, ctx) or self._last_pass_only(stmt, ctx):
                 continue
@@ -354,6 +443,58 @@ def train(model, loader, optimizer):
             model = key or "model"  # `models[i].eval()`: the receiver has no name
             self.report(stmt, self.MESSAGE.format(stmt=self.code(stmt, 50), model=model), self.FIX.format(model=model),
                         autofix=self._autofix(key, loop) if key is not None else None)
+
+    def check_module_scope(self, scope) -> None:
+        """Step functions handed to a framework that loops over them (ignite's
+        ``Engine(train_step)``, ``create_engines(train_step, val_step)``): the validation step
+        switches the model to ``.eval()`` and the training step, which the framework runs
+        between validations, never switches it back."""
+        analysis = self.analysis
+        if not analysis.may_contain(".eval(") or not analysis.may_contain("backward"):
+            return
+        handed = self._functions_handed_over()
+        modes = ModeSwitches(analysis)
+        trainers, switches = [], []
+        for function in handed:
+            loop = analysis.loops.get(id(function.node))
+            if loop is None or loop.implicit is None or loop.callers:
+                continue  # not per-step, or looped over by this file's own code (checked there)
+            own = [(stmt, ctx) for stmt, ctx in function.statements if ctx.scope is function]
+            found = [(stmt, mode, key) for stmt, ctx in own for mode, key in modes.of_statement(stmt, ctx)]
+            if analysis.backpropagates(function) and analysis.steps_optimizer(function):
+                trainers.append((function, {key for _, mode, key in found if mode == "train"}))
+            else:
+                switches.extend((stmt, key) for stmt, mode, key in found if mode == "eval")
+        for stmt, key in switches:
+            for trainer, restored in trainers:
+                if any(_same_model(key, other) for other in restored):
+                    continue
+                if key is not None and not self._mentions_model(trainer, key):
+                    continue
+                model = key or "model"
+                self.report(stmt, self.HANDED_MESSAGE.format(stmt=self.code(stmt, 50), model=model, step=trainer.name),
+                            self.HANDED_FIX.format(model=model, step=trainer.name))
+                break
+
+    def _functions_handed_over(self) -> list:
+        """The functions of this module passed as an argument to a call (``Engine(train_step)``)."""
+        analysis = self.analysis
+        found = []
+        for stmt, ctx in analysis.statements_by_type.get("Assign", []) + analysis.statements_by_type.get("Expr", []):
+            for call in analysis.calls_in(stmt):
+                for arg in call.args:
+                    if type(arg.value) is not cst.Name:
+                        continue
+                    binding = analysis.lookup(arg.value.value, ctx)
+                    function = analysis.scopes.get(id(binding.value)) if binding is not None and binding.kind == "def" else None
+                    if function is not None and function not in found:
+                        found.append(function)
+        return found
+
+    def _mentions_model(self, function, key: str) -> bool:
+        root = key.partition(".")[0]
+        return any(root == used.partition(".")[0] for stmt, ctx in function.statements if ctx.scope is function
+                   for used in mentioned_keys(stmt))
 
     def _autofix(self, key: str, loop) -> Fix | None:
         """``model.train()`` inserted right before the statement of the loop's body that trains
@@ -509,6 +650,8 @@ class ModeSwitches:
         memo[id(stmt)] = []  # recursion resolves to "none"
         found = []
         own = _switch_of(stmt)
+        if own is not None and _copied(own[1]):
+            own = None  # `copy.deepcopy(net).eval()`: a copy's mode, not the model's
         if own is not None:
             mode, receiver = own
             key = dotted_name(strip_pass_through(receiver))
@@ -591,6 +734,26 @@ def _switch_of(stmt):
             return "train", value.func.value
         value = value.func.value
     return None
+
+
+def _copied(receiver) -> bool:
+    """``copy.deepcopy(net)``, also behind pass-through calls (``deepcopy(net).to(device)``)."""
+    while type(receiver) is cst.Call:
+        if last_part(dotted_name(receiver.func) or "") == "deepcopy":
+            return True
+        if type(receiver.func) is not cst.Attribute:
+            return False
+        receiver = receiver.func.value
+    return False
+
+
+# Copies of a model kept beside it and never trained by backward: an EMA / SWA average, a
+# distillation teacher, an RL target network.
+COPY_WORDS = frozenset({"ema", "swa", "averaged", "teacher", "target"})
+
+
+def _names_a_copy(key: str) -> bool:
+    return any(COPY_WORDS & set(name_words(part)) for part in key.split("."))
 
 
 def _same_model(first: str | None, second: str | None) -> bool:
