@@ -1065,7 +1065,9 @@ class ResBlock(ME.MinkowskiNetwork):
             return (found[0], True) if found is not None else None
         if not qualified.startswith("torch.nn."):
             activation = _foreign_activation(last_part(qualified or dotted_name(func) or ""))
-            if activation is not None:  # MinkowskiEngine's `ME.MinkowskiReLU()` runs torch's relu
+            if activation is not None and self.analysis.class_named(func) is None:
+                # MinkowskiEngine's `ME.MinkowskiReLU()` runs torch's relu (a project's `ConvBNReLU`
+                # is read instead)
                 return f"{dotted_name(func)}()", False
             return self._project_block(constructor, depth)
         if last_part(qualified) == "Sequential" and depth < MAX_ALIAS_DEPTH:
