@@ -228,6 +228,32 @@ def val_step(engine, batch):
 
 trainer, evaluator = Engine(train_step), Engine(val_step)
 """,
+        """\
+class Trigger:
+    def __init__(self):
+        self.mask = torch.zeros(32, 32, requires_grad=True)
+
+    def generate(self, model, x, target):  # optimizes a trigger of its own, not the model
+        model.eval()
+        optimizer = torch.optim.Adam([self.mask], lr=0.1)
+        for _ in range(10):
+            loss = F.cross_entropy(model(x * self.mask), target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return self.mask.detach()
+
+
+def harden(model, loader, optimizer):
+    trigger = Trigger()
+    model.train()
+    for x, y in loader:
+        mask = trigger.generate(model, x, y)  # expect: TL202
+        loss = F.cross_entropy(model(x * mask), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -426,7 +452,8 @@ for epoch in range(epochs):
                 (evals if mode == "eval" else restored).append((stmt, ctx, key))
         # a model the training itself switches to eval trains in eval mode on purpose (a frozen
         # backbone under a linear probe, frozen batch norm while fine-tuning)
-        deliberate = [key for stmt, ctx, key in evals if key is not None and self._trains_here(stmt, ctx)]
+        deliberate = [key for stmt, ctx, key in evals
+                      if key is not None and self._trains_here(stmt, ctx) and not self._builds_own_optimizer(stmt, ctx)]
         reported = set()
         for stmt, ctx, key in evals:
             if id(stmt) in reported or any(_same_model(key, other) for _, _, other in restored):
@@ -528,6 +555,18 @@ for epoch in range(epochs):
             return None
         return Fix.unsafe(f"Insert `{key}.train()` before the training in the loop",
                           InsertBefore(containing[-1], f"{key}.train()"))
+
+    def _builds_own_optimizer(self, stmt, ctx: Context) -> bool:
+        """Does a helper the statement calls build an optimizer of its own (``Adam([self.mask,
+        self.pattern])``)? It trains those tensors, not the model it switches to eval."""
+        analysis = self.analysis
+        for call in analysis.calls_in(stmt):
+            callee = analysis.called_function(call, ctx)
+            if callee is not None and any(
+                    analysis.optimizer_construction(binding) is not None
+                    for bindings in callee.bindings.values() for binding in bindings):
+                return True
+        return False
 
     def _trains_here(self, stmt, ctx: Context) -> bool:
         """Does the statement step an optimizer, or call a helper that does?"""
