@@ -84,6 +84,11 @@ KEEPING_CALL_RE = re.compile(
     r"log|store|record|save|cache|push|put|register|track|buffer|memor|emit|send|queue|callback|hook|"
     r"backward|step|optimi|update|add|append|extend|insert|collect|accumulate|set", re.I)
 COMPREHENSIONS = ("ListComp", "SetComp", "GeneratorExp", "DictComp")
+# Things loaded from saved files, with methods named like a model's, that are not networks.
+NOT_A_NETWORK_WORDS = frozenset({
+    "tokenizer", "tokenizers", "processor", "vocab", "vocabulary", "extractor", "scheduler", "config",
+    "encoder_json", "bpe", "sp", "spm", "lexicon", "dictionary", "dict",
+})
 DATA_WORDS = frozenset({"data", "dataset", "datasets", "buffer", "stream", "loader", "exps", "experience"})
 # Ultralytics model wrappers: calling one runs `predict()`, which disables grad itself.
 PREDICTING_WRAPPERS = frozenset({"YOLO", "YOLOWorld", "YOLOE", "RTDETR", "SAM", "FastSAM", "NAS", "Model"})
@@ -719,6 +724,17 @@ def main(path, batches):
     trainer = Trainer.load(path)
     return predict_dataset(trainer, batches)
 """,
+        """\
+def main(args):
+    vqvae = load_vqvae(args.ckpt).to("cuda")  # a network from saved weights, in a script that trains nothing
+    codes = read_codes(args.codes_path)
+    video = vqvae.decode(codes)  # expect: TL201
+    write_video(video[0].cpu().numpy(), args.out_path)
+
+
+if __name__ == "__main__":
+    main(parse_args())
+""",
     ]
     VALID = [
         """\
@@ -1032,6 +1048,17 @@ class Dynamics(nn.Module):
             state = self(state, action)
             states.append(state)
         return torch.stack(states)
+""",
+        """\
+def main(args):
+    tokenizer = AutoTokenizer.from_pretrained(args.name)  # loaded, but no network
+    ids = read_ids(args.path)
+    text = tokenizer.decode(ids)
+    print(text)
+
+
+if __name__ == "__main__":
+    main(parse_args())
 """,
     ]
 
@@ -2077,7 +2104,13 @@ class Dynamics(nn.Module):
             return False
         if words & {"register", "hook", "hooks"}:
             return False  # `layer.register_forward_hook(fn)` runs nothing
-        return self.analysis.is_module_by_evidence(func.value, ctx)
+        if self.analysis.is_module_by_evidence(func.value, ctx):
+            return True
+        # in a script that trains nothing (not a library's backend), a network loaded from saved weights
+        # (`vqvae = load_vqvae(ckpt)`, then `vqvae.decode(codes)`); not a tokenizer's `decode`
+        receiver = dotted_name(func.value) or ""
+        return self._inference_only_file() and self._runs_top_level_code() and not receiver.startswith("self.") \
+            and not NOT_A_NETWORK_WORDS & set(name_words(last_part(receiver))) and self._runs_loaded_weights(call)
 
     def _runs_forward(self, scope, depth: int) -> bool:
         """Does the function run a module call with grad enabled, itself or through the

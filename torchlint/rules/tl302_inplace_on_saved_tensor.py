@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from torchlint.analysis import (
     BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, Context, GradMode, _call_chain, call_arguments, call_name,
     dotted_name, eval_side, is_view_subscript, iter_expression_nodes, keyword_argument, last_part, mentioned_keys, name_words,
@@ -402,6 +404,25 @@ class ResBlock(ME.MinkowskiNetwork):
         out += x  # expect: TL302
         return out
 """,
+        """\
+class SACPolicy(nn.Module):
+    def __init__(self, actor, actor_optim, critic1, critic1_optim):  # optimizers built by the caller
+        super().__init__()
+        self.actor, self.actor_optim = actor, actor_optim
+        self.critic1, self.critic1_optim = critic1, critic1_optim
+
+    def learn(self, obs, act, target_q):
+        new_act, log_prob = self.actor(obs)
+        current_q = self.critic1(obs, act)
+        actor_loss = (0.2 * log_prob - self.critic1(obs, new_act)).mean()
+        critic_loss = F.mse_loss(current_q, target_q)
+        self.critic1_optim.zero_grad()
+        critic_loss.backward()
+        self.critic1_optim.step()  # expect: TL302
+        self.actor_optim.zero_grad()
+        actor_loss.backward()
+        self.actor_optim.step()
+""",
     ]
     VALID = [
         """\
@@ -632,6 +653,24 @@ class ResBlock(ME.MinkowskiNetwork):
         y += x
         return y
 """,
+        """\
+class SACPolicy(nn.Module):
+    def __init__(self, actor, actor_optim, critic1, critic1_optim):
+        super().__init__()
+        self.actor, self.actor_optim = actor, actor_optim
+        self.critic1, self.critic1_optim = critic1, critic1_optim
+
+    def learn(self, obs, act, target_q):
+        critic_loss = F.mse_loss(self.critic1(obs, act), target_q)
+        self.critic1_optim.zero_grad()
+        critic_loss.backward()
+        self.critic1_optim.step()
+        new_act, log_prob = self.actor(obs)  # the actor loss sees the updated critic
+        actor_loss = (0.2 * log_prob - self.critic1(obs, new_act)).mean()
+        self.actor_optim.zero_grad()
+        actor_loss.backward()
+        self.actor_optim.step()
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
@@ -648,7 +687,9 @@ class ResBlock(ME.MinkowskiNetwork):
         optimizer = analysis.stepped_optimizer(call, ctx)
         if optimizer is None:
             return
-        owners = self._optimized_modules(optimizer, ctx)
+        if type(optimizer) is cst.Subscript:  # self.q_optimizers[i].step()
+            optimizer = optimizer.value
+        owners = self._optimized_modules(optimizer, ctx) or self._modules_named_like(optimizer, ctx)
         if not owners:
             return
         scope = ctx.scope
@@ -696,6 +737,23 @@ class ResBlock(ME.MinkowskiNetwork):
                         owners.add(owner)
         return owners
 
+    def _modules_named_like(self, optimizer, ctx: Context) -> set[str]:
+        """For an optimizer the class is handed (``self.critic1_optim = critic1_optim``): the
+        attribute of the class named for the same part (``self.critic1``; ``self.q_net_list``
+        for ``self.q_optimizer_list``)."""
+        key = dotted_name(optimizer)
+        class_scope = ctx.scope.class_scope
+        if key is None or not key.startswith("self.") or key.count(".") != 1 or class_scope is None:
+            return set()
+        stem = _part_words(last_part(key), OPTIMIZER_NAME_WORDS)
+        if not stem:
+            return set()
+        return {
+            attribute for attribute in class_scope.bindings
+            if attribute.startswith("self.") and attribute.count(".") == 1 and attribute != key
+            and _part_words(last_part(attribute), NETWORK_NAME_WORDS) == stem
+        }
+
     def _computed_through(self, root: str, ctx: Context, owners: set, scope) -> str | None:
         """The module of ``owners`` that a call in the computation of ``root`` runs, or None."""
         analysis = self.analysis
@@ -706,7 +764,8 @@ class ResBlock(ME.MinkowskiNetwork):
                 for node in iter_expression_nodes(binding.value):
                     if type(node) is not cst.Call:
                         continue
-                    called = dotted_name(node.func)
+                    func = node.func.value if type(node.func) is cst.Subscript else node.func  # self.q_nets[i](x)
+                    called = dotted_name(func)
                     if called in owners:
                         return called
         return None
@@ -1461,6 +1520,17 @@ def _foreign_activation(name: str) -> str | None:
             if prefix[:1].isupper() and words and words[-1] not in ACTIVATION_VARIANTS:
                 return op
     return None
+
+
+# Words that name an optimizer, or a network, around the name of the part it belongs to.
+OPTIMIZER_NAME_WORDS = frozenset({"optim", "optimizer", "optimiser", "opt", "optimizers", "optims", "list", "s"})
+NETWORK_NAME_WORDS = frozenset({"net", "network", "model", "nets", "networks", "models", "list", "s", "fn", "func"})
+
+
+def _part_words(name: str, noise: frozenset) -> frozenset:
+    """``critic1_optim`` -> {critic, 1}; ``q_net_list`` -> {q}."""
+    words = (word.lower() for word in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name))
+    return frozenset(word for word in words if word not in noise)
 
 
 # Dropouts return their very input in eval mode or with p=0.
