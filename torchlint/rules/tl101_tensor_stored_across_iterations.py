@@ -167,6 +167,19 @@ def optimize(params, loss_function, steps):
         optimizer.step()
     return [loss.item() for loss in losses]
 """,
+        """\
+for episode in range(episodes):
+    values = []
+    for _ in range(rollout_steps):  # a rollout: every step's graph is kept, then thrown away
+        logits, value = model(state)
+        values.append(value.squeeze())  # expect: TL101
+        state = env.step(logits.argmax(-1).cpu())
+    values = torch.cat(values).detach()
+    loss = ppo_loss(model, states, values)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -284,6 +297,19 @@ def unrolled_loss(params, loss_function, steps):
         losses.append(loss_function(*params))
     total = sum(losses)  # one backward() over all of them: the graphs are needed
     total.backward()
+""",
+        """\
+for episode in range(episodes):
+    log_probs = []
+    for _ in range(rollout_steps):  # REINFORCE: the stored graphs are what backward needs
+        dist = Categorical(logits=policy(state))
+        action = dist.sample()
+        log_probs.append(dist.log_prob(action))
+        state = env.step(action.item())
+    loss = -(torch.stack(log_probs) * returns).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
 """,
     ]
 
@@ -403,10 +429,38 @@ def unrolled_loss(params, loss_function, steps):
             # the caller receives the container and may need the graph (feature maps from a
             # forward); after backward() in the loop, the graph is spent and only leaks
             return
-        if not latest and analysis.reaches_backward(key, ctx):
+        if not latest and analysis.reaches_backward(key, ctx) and not self._detached_after(key, loop):
             return  # collected for one backward() over all of them
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value),
                     autofix=detach_fix(analysis, [value], ctx, key))
+
+    def _detached_after(self, key: str, loop) -> bool:
+        """Is every use of the container after the loop, up to its next binding, cut from the
+        graph (``values = torch.cat(values).detach()``)? Then no backward() ever reaches what the
+        loop stored (a rollout's values, kept whole for the length of the rollout)."""
+        if loop is None or loop.implicit is not None:
+            return False
+        analysis = self.analysis
+        scope = loop.scope
+        end = max((ctx.order for _, ctx in analysis.statements_in_loop(loop)), default=loop.start)
+        used = False
+        for stmt, ctx in scope.statements:
+            if ctx.order <= end or ctx.scope is not scope or type(stmt).__name__ in ("For", "While", "If", "With", "Try"):
+                continue
+            read = stmt.value if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) else stmt
+            if read is None:
+                continue
+            mentioned = {mention.partition(".")[0].partition("[")[0] for mention in mentioned_keys(read)}
+            if key not in mentioned:
+                continue
+            attached = {mention.partition(".")[0].partition("[")[0] for mention in mentioned_keys(read, skip_detached=True)}
+            targets = {t for target in getattr(stmt, "targets", ()) for t in mentioned_keys(target.target)}
+            if key in attached:
+                return False
+            used = True
+            if key in targets:
+                break  # bound again: what follows is another value
+        return used
 
     def _backward_of_element(self, key: str, loop) -> bool:
         """Does the loop call ``backward()`` on an element of the container it stores into

@@ -254,6 +254,22 @@ def harden(model, loader, optimizer):
         loss.backward()
         optimizer.step()
 """,
+        """\
+class Trainer:
+    def train_step(self):
+        loss = self.model(next(self.dl))
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad()
+        if self.step % self.sample_every == 0:  # samples after the step, and forgets to switch back
+            self.model.eval()
+            save_samples(self.model.sample(16))
+        self.step += 1
+
+    def train(self):
+        while self.step < self.num_steps:
+            self.train_step()  # expect: TL202
+""",
     ]
     VALID = [
         """\
@@ -453,7 +469,8 @@ for epoch in range(epochs):
         # a model the training itself switches to eval trains in eval mode on purpose (a frozen
         # backbone under a linear probe, frozen batch norm while fine-tuning)
         deliberate = [key for stmt, ctx, key in evals
-                      if key is not None and self._trains_here(stmt, ctx) and not self._builds_own_optimizer(stmt, ctx)]
+                      if key is not None and self._trains_here(stmt, ctx) and self._switches_before_training(stmt, ctx)
+                      and not self._builds_own_optimizer(stmt, ctx)]
         reported = set()
         for stmt, ctx, key in evals:
             if id(stmt) in reported or any(_same_model(key, other) for _, _, other in restored):
@@ -555,6 +572,26 @@ for epoch in range(epochs):
             return None
         return Fix.unsafe(f"Insert `{key}.train()` before the training in the loop",
                           InsertBefore(containing[-1], f"{key}.train()"))
+
+    def _switches_before_training(self, stmt, ctx: Context) -> bool:
+        """Does a helper the statement calls switch a model to eval unconditionally before it
+        trains (``def train(...): model.eval()`` first, a linear probe)? A switch after the step,
+        under ``if step % every == 0:`` to draw samples, is validation that forgets to switch back."""
+        analysis = self.analysis
+        for call in analysis.calls_in(stmt):
+            callee = analysis.called_function(call, ctx)
+            if callee is None:
+                continue
+            for inner, inner_ctx in callee.statements:
+                if inner_ctx.scope is not callee or type(inner) in (cst.FunctionDef, cst.ClassDef):
+                    continue
+                if self._trains_here(inner, inner_ctx) or analysis.statement_backpropagates(inner, inner_ctx):
+                    break
+                switch = _switch_of(inner)
+                if switch is not None and switch[0] == "eval" and inner_ctx.guard is None \
+                        and all(loop.implicit is not None for loop in inner_ctx.loops):
+                    return True
+        return False
 
     def _builds_own_optimizer(self, stmt, ctx: Context) -> bool:
         """Does a helper the statement calls build an optimizer of its own (``Adam([self.mask,
