@@ -33,7 +33,13 @@ class InferenceWithoutEvalMode(Rule):
     calls `model.train()`, no function calls `model.eval()`); or nothing in the file switches
     it at all and it was built here with a module class (a model starts in training mode). A
     `.train()` with no training after it is deliberate (Monte-Carlo dropout) and not
-    reported. A model built here and never switched is reported only when it has a layer
+    reported. Also reported: a model switched back with `.train()` (or `.train(was_training)`)
+    after the call, with no switch of it before the call in the function and no training
+    after it: that `.train()` restores a mode the function never left, so the `.eval()` that
+    should open the bracket is missing (unless a caller in this file switches the model to
+    `.eval()` before calling). Switches include `with model_eval_mode(model):`-style context
+    managers, `policy.set_training_mode(False)`, `[model[key].eval() for key in model]`, and
+    switches of a wrapper built from the model (`self.model_ddp = DDP(self.model)`). A model built here and never switched is reported only when it has a layer
     whose output depends on the mode: dropout, batch norm, transformer layers, RNNs built
     with `dropout=`, seen in the construction or in the classes of this file it builds (a
     model of plain linear layers computes the same in both modes); calling `.train()` on a
@@ -56,10 +62,15 @@ class InferenceWithoutEvalMode(Rule):
     mode; `build_model(cfg)` is unknown), models switched to `.eval()` anywhere in the file
     but not before the call in its own function (the order of calls is unknown), calls
     inside `nn.Module` methods (a frozen backbone in `forward` follows its parent's mode) or
-    inside hooks a framework calls, arguments whose callers are in other files, and forward
-    passes without grad inside a training step (the loop around them backpropagates in its
-    own body: features cached for gradient accumulation, a teacher's outputs for
-    distillation, where training mode may be intended).
+    inside hooks a framework calls, unless the function itself switches the model (a
+    module's `fit` that calls `self.net.train()` and trains), arguments whose callers are in
+    other files, and forward passes without grad inside a training step (the loop around
+    them, or a per-step function outside its loops, backpropagates in its own body: features
+    cached for gradient accumulation, a teacher's or target network's outputs, where
+    training mode may be intended). Models whose layers compute the same in both modes are
+    still reported when the file calls `.train()` on them (their author's word that the mode
+    matters): on real code most false reports are such models (see
+    `benchmarks/triage/gaps9b.md`).
     """
 
     CODE = "TL204"
