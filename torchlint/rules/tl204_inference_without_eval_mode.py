@@ -14,6 +14,8 @@ from torchlint.rules.tl202_train_mode_not_restored import ModeSwitches, _same_mo
 # Methods that return the same module: `Net().to(device)` is still in training mode.
 SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
 MAX_CALLER_DEPTH = 2
+# Keywords by which a call chooses the mode itself (`model(x, training=False)`).
+MODE_KEYWORDS = frozenset({"training", "train", "is_training", "is_train", "deterministic"})
 # Layers that compute differently in training mode (dropout; batch norm; transformer layers,
 # which hold dropout).
 MODE_LAYER_RE = re.compile(r"Dropout|BatchNorm|^dropout$|Transformer\w*Layer|^Transformer$|MultiheadAttention")
@@ -165,6 +167,13 @@ class Trainer:
         self.model = model
         self.model_ddp = DistributedDataParallel(self.model, device_ids=[rank])
 
+    def train_epoch(self, loader, optimizer):
+        self.model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.mse_loss(self.model_ddp(x), y).backward()
+            optimizer.step()
+
     def validate(self, loader):
         self.model_ddp.eval()  # switches the module it wraps
         with torch.no_grad():
@@ -175,15 +184,15 @@ class Trainer:
         """\
 class ActorCritic:
     def update(self, batch):
-        self.critic.train()
-        self.target_critic.train()
-        critic_loss = F.mse_loss(self.critic(batch.obs), batch.returns)
-        self.critic_optimizer.zero_grad()
-        critic_loss.backward()
-        self.critic_optimizer.step()
+        self.value_net.train()
+        self.target_net.train()
+        value_loss = F.mse_loss(self.value_net(batch.obs), batch.returns)
+        self.value_optimizer.zero_grad()
+        value_loss.backward()
+        self.value_optimizer.step()
         with torch.no_grad():  # a target network inside the update step
-            baseline = self.target_critic(batch.next_obs)
-        actor_loss = -(self.actor(batch.obs) * (batch.returns - baseline)).mean()
+            baseline = self.target_net(batch.next_obs)
+        actor_loss = -(self.policy_net(batch.obs) * (batch.returns - baseline)).mean()
         self.actor_optimizer.zero_grad()
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -192,6 +201,30 @@ class ActorCritic:
 model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, 10))
 with torch.no_grad(), model_eval_mode(model):
     predictions = [model(x).argmax(1) for x in loader]
+""",
+        """\
+model = nn.Sequential(nn.Linear(784, 256), nn.Dropout(0.5), nn.Linear(256, 10))
+log = Log(log_each=10)
+for epoch in range(epochs):
+    log.train(len_dataset=len(train_set))  # a logger's method, not a module's
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        for x, y in test_loader:
+            log(model, F.cross_entropy(model(x), y))
+""",
+        """\
+for epoch in range(epochs):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    with torch.no_grad():
+        scores = [model(x, training=False) for x, _ in val_loader]  # the call picks the mode
 """,
         """\
 nets.encoder.train()
@@ -295,6 +328,8 @@ for x, y in loader:
                 key = dotted_name(func)
                 if key is None or key == "self" or key in reported or LOSS_NAME_RE.search(last_part(key)):
                     continue
+                if any(arg.keyword is not None and arg.keyword.value in MODE_KEYWORDS for arg in call.args):
+                    continue  # `model(x, training=False)`: the call says the mode itself
                 if not analysis.is_module(func, ctx) or self._in_training_step(ctx):
                     continue
                 if not self._in_training_mode(key, ctx, scope, own_only):
@@ -403,7 +438,7 @@ for x, y in loader:
                 (switch[0], dotted_name(switch[1]), ctx)
                 for statements in self.analysis.statements_by_type.values()
                 for stmt, ctx in statements
-                for switch in (_switch_of(stmt),) if switch is not None
+                for switch in (_switch_of(stmt),) if switch is not None and not _other_train_method(stmt)
             ]
         return [
             (mode, ctx) for mode, switched, ctx in memo["tl204_file_switches"]
@@ -419,7 +454,8 @@ for x, y in loader:
             modes = ModeSwitches(self.analysis)
             memo["tl204_switches"] = [
                 (ctx.order, mode, switched)
-                for stmt, ctx in scope.statements if ctx.scope is scope and type(stmt) is not cst.FunctionDef
+                for stmt, ctx in scope.statements
+                if ctx.scope is scope and type(stmt) is not cst.FunctionDef and not _other_train_method(stmt)
                 for mode, switched in [*modes.of_statement(stmt, ctx), *self._other_switches(stmt)]
             ]
         return memo["tl204_switches"]
@@ -547,3 +583,11 @@ for x, y in loader:
                     if self._has_mode_layers(local, seen):
                         return True
         return False
+
+
+def _other_train_method(stmt) -> bool:
+    """``log.train(len_dataset=n)``: a method named ``train`` that takes other keywords than a
+    module's ``mode``, so its receiver is no module."""
+    value = getattr(stmt, "value", None)
+    return type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "train" \
+        and any(arg.keyword is not None and arg.keyword.value != "mode" for arg in value.args)
