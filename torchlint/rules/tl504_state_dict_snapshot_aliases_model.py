@@ -325,15 +325,19 @@ for fold in range(folds):
         if use_ctx.order < ctx.order or use_ctx.visible_loops[-1:] != ctx.visible_loops[-1:]:
             return False
         branches = self.analysis.branch_conditions
-        prefix, taken = branches(use, ctx.scope), branches(node, ctx.scope)
-        if len(taken) != len(prefix) + 1 or taken[:len(prefix)] != prefix:
-            return False
-        test = taken[-1][0]
+        used, taken = branches(use, ctx.scope), branches(node, ctx.scope)
+        shared = 0
+        while shared < min(len(used), len(taken)) and used[shared] == taken[shared]:
+            shared += 1
+        if len(taken) != shared + 1 or (len(used) > shared and used[shared][0] == taken[-1][0]):
+            return False  # not the innermost `if` of the snapshot, or the use sits in one of its branches
+        prefix, test = taken[:shared], taken[-1][0]
         sides = {
-            branches(binding.stmt, ctx.scope)[len(prefix):]
+            conditions[shared:]
             for binding in ctx.scope.bindings.get(key, ())
             if binding.ctx.scope is ctx.scope and binding.order < use_ctx.order
             and binding.ctx.visible_loops[-1:] == ctx.visible_loops[-1:]
+            for conditions in (branches(binding.stmt, ctx.scope),) if conditions[:shared] == prefix
         }
         return ((test, True),) in sides and ((test, False),) in sides
 
