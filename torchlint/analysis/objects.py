@@ -562,6 +562,23 @@ class OptimizerQueries:
 GRADIENT_CLIPPING = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 # Shallow wrappers that copy the dict but not the tensors: still aliases of the live weights.
 SHALLOW_DICT_COPIES = frozenset({"dict", "OrderedDict", "collections.OrderedDict"})
+# Calls that return the module a wrapper (DDP, FSDP, torch.compile, an accelerator) holds:
+# `accelerator.unwrap_model(model)`, `de_parallel(model)`.
+UNWRAPPING_CALLS = frozenset({"unwrap_model", "de_parallel", "unwrap", "get_unwrapped_model", "unwrap_module"})
+
+
+def _unwrapped(owner):
+    """The module an unwrapping expression names: ``getattr(model, "module", model)``,
+    ``accelerator.unwrap_model(model)``, ``de_parallel(model)`` give ``model``."""
+    if type(owner) is not cst.Call or not owner.args:
+        return owner
+    name = last_part(dotted_name(owner.func) or "")
+    if name == "getattr" and len(owner.args) == 3 and type(owner.args[1].value) is cst.SimpleString \
+            and owner.args[1].value.value.strip("'\"") == "module":
+        return owner.args[2].value
+    if name in UNWRAPPING_CALLS and len(owner.args) == 1 and not owner.args[0].keyword:
+        return owner.args[0].value
+    return owner
 
 
 class ScalerQueries:
@@ -661,6 +678,8 @@ class ScalerQueries:
             return None
         if kind is cst.DictComp:
             return self._aliasing_comprehension(value, ctx)
+        if kind is cst.IfExp:  # `model.module.state_dict() if distributed else model.state_dict()`
+            return self.aliasing_state_dict(value.body, ctx) or self.aliasing_state_dict(value.orelse, ctx)
         if kind is not cst.Call:
             return None
         func = value.func
@@ -670,7 +689,9 @@ class ScalerQueries:
             return self.aliasing_state_dict(value.args[0].value, ctx)
         if type(func) is not cst.Attribute or func.attr.value != "state_dict":
             return None
-        owner = strip_pass_through(func.value)
+        owner = _unwrapped(strip_pass_through(func.value))
+        if type(owner) is cst.IfExp:  # `(model.module if distributed else model).state_dict()`
+            owner = _unwrapped(owner.orelse)
         if type(owner) is cst.Attribute and owner.attr.value == "module":
             owner = owner.value  # model.module: the module DataParallel / DDP wraps
         return value if self.is_module(owner, ctx) or self.is_optimizer(owner, ctx) else None

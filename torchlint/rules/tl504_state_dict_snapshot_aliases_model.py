@@ -13,7 +13,9 @@ class StateDictSnapshotAliasesModel(Rule):
     """
     ## What it does
     Finds `best = model.state_dict()` (or `optimizer.state_dict()`, `self.best_state = ...`,
-    a `.copy()` or `dict(...)` of one, a dict literal holding one) kept as a snapshot while the
+    a `.copy()` or `dict(...)` of one, a dict literal holding one, the state dict of an
+    unwrapped model: `getattr(model, "module", model)`, `accelerator.unwrap_model(model)`,
+    `model.module.state_dict() if ddp else model.state_dict()`) kept as a snapshot while the
     weights go on changing: training (an optimizer step, `backward()`, a call such as
     `train(model, ...)`, or `load_state_dict` of other weights) can run between the snapshot
     and a later use of it, such as `model.load_state_dict(best)` after the epoch loop. Also
@@ -43,7 +45,8 @@ class StateDictSnapshotAliasesModel(Rule):
     `{k: v.detach().cpu().clone() ...}` and `{k: v.cpu() ...}` snapshots (on a GPU `.cpu()`
     copies; on a CPU-only run it does not), a state dict saved or returned before any more
     training (`torch.save(model.state_dict(), path)`, `sd = model.state_dict(); torch.save(sd,
-    path)`), and one taken after training ends. A `self.best_*` snapshot kept by a callback hook
+    path)`, also when each branch of an `if` / `else` takes it before the save), and one taken
+    after training ends. A `self.best_*` snapshot kept by a callback hook
     is reported even when the class never restores it: a trainer in another file does. A snapshot stored into a
     container (`history[epoch] = model.state_dict()`) is not followed.
     """
@@ -132,8 +135,37 @@ for epoch in range(epochs):
         best_model = model  # expect: TL504
 test(best_model, test_loader)
 """,
+        """\
+best_acc = 0.0
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    acc = evaluate(model, val_loader)
+    if acc > best_acc:
+        best_acc = acc
+        best_state = getattr(model, "module", model).state_dict()  # expect: TL504
+model.load_state_dict(best_state)
+""",
+        """\
+def fit(self, loader, val_loader, epochs):
+    best = None
+    for epoch in range(epochs):
+        self.train_epoch(loader)
+        if self.validate(val_loader) < self.best_loss:
+            best = self.accelerator.unwrap_model(self.model).state_dict()  # expect: TL504
+    self.model.load_state_dict(best)
+""",
     ]
     VALID = [
+        """\
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    if epoch % save_every == 0:
+        if isinstance(model, DistributedDataParallel):
+            weights = model.module.state_dict()
+        else:
+            weights = model.state_dict()
+        torch.save({"model": weights, "epoch": epoch}, f"epoch_{epoch}.pt")
+""",
         """\
 class ModelCheckpoint(Callback):
     def on_epoch_end(self, epoch, logs=None):
@@ -270,6 +302,8 @@ for fold in range(folds):
                 since = shared[-1].start if shared and use_ctx.order < ctx.order else ctx.order
                 if latest.order > since and self._encloses(latest.stmt, latest.ctx, use, use_ctx):
                     continue
+            if self._rebound_on_every_branch(key, node, ctx, use, use_ctx):
+                continue
             window = self._window(node, ctx, use, use_ctx)
             if window is None:
                 continue
@@ -283,6 +317,29 @@ for fold in range(folds):
                    for stmt, stmt_ctx in statements if stmt is not use):
                 return True
         return False
+
+    def _rebound_on_every_branch(self, key: str, node, ctx: Context, use, use_ctx: Context) -> bool:
+        """Does every branch of the ``if`` that holds the snapshot take one, in the same loop pass
+        before the use that follows the ``if`` (``if a: sd = x.state_dict() else: sd =
+        y.state_dict()``, then ``torch.save(sd, path)``)? Then the use never sees an older one."""
+        if use_ctx.order < ctx.order or use_ctx.visible_loops[-1:] != ctx.visible_loops[-1:]:
+            return False
+        branches = self.analysis.branch_conditions
+        used, taken = branches(use, ctx.scope), branches(node, ctx.scope)
+        shared = 0
+        while shared < min(len(used), len(taken)) and used[shared] == taken[shared]:
+            shared += 1
+        if len(taken) != shared + 1 or (len(used) > shared and used[shared][0] == taken[-1][0]):
+            return False  # not the innermost `if` of the snapshot, or the use sits in one of its branches
+        prefix, test = taken[:shared], taken[-1][0]
+        sides = {
+            conditions[shared:]
+            for binding in ctx.scope.bindings.get(key, ())
+            if binding.ctx.scope is ctx.scope and binding.order < use_ctx.order
+            and binding.ctx.visible_loops[-1:] == ctx.visible_loops[-1:]
+            for conditions in (branches(binding.stmt, ctx.scope),) if conditions[:shared] == prefix
+        }
+        return ((test, True),) in sides and ((test, False),) in sides
 
     def _fresh_optimizer(self, owner_expr, owner: str, ctx: Context) -> bool:
         """Is the owner an optimizer bound earlier in the same function, with nothing that
