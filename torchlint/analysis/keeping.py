@@ -14,7 +14,7 @@ from __future__ import annotations
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.scopes import Context, Scope
 from torchlint.analysis.summaries import in_owner
-from torchlint.analysis.syntax import mentioned_keys, storage_key
+from torchlint.analysis.syntax import dotted_name, mentioned_keys, storage_key
 from torchlint.analysis.vocabulary import COUNT_WORDS, STORING_METHODS, name_words
 from torchlint.lazy import cst
 
@@ -129,10 +129,11 @@ class KeepingQueries:
         callee's statement keeping it, callee) for each argument the callee keeps beyond the
         call (see ``kept_parameters``). Calls of this module's functions give nothing: their
         own statements are checked where they run."""
-        if not self.path or self.path.startswith("<"):
+        foreign = bool(self.path) and not self.path.startswith("<")
+        callee = self.called_function(call, ctx, foreign=foreign, mentioning=(".append(", "+=", ".extend(", ".insert(", "= self."))
+        if callee is None or callee.owner is None:
             return []
-        callee = self.called_function(call, ctx, foreign=True, mentioning=(".append(", "+=", ".extend(", ".insert(", "= self."))
-        if callee is None or callee.owner is None or callee.owner is self:
+        if callee.owner is self and not self.keeper_method_called(call, callee):
             return []
         kept = callee.owner.kept_parameters(callee)
         return [
@@ -140,6 +141,27 @@ class KeepingQueries:
             for name, argument in passed_arguments(call, callee).items()
             if name in kept
         ]
+
+    def keeper_method_called(self, call, callee: Scope) -> bool:
+        """Is the call one of another object's method, of a class of this module that is no
+        model (``psnres.update(psnr)`` with ``class AverageMeter``)? What that method keeps is
+        reported at the call, where the argument can be made data, not inside it."""
+        func = call.func
+        parent = callee.parent
+        return type(func) is cst.Attribute and dotted_name(func.value) != "self" and parent is not None \
+            and parent.kind == "class" and not self.is_module_class(parent.node.name)
+
+    def kept_at_calls(self, scope: Scope, how: str) -> bool:
+        """Is what this method keeps handed to it, attached, by a call of this module that
+        ``kept_across_iterations`` reports (``psnres.update(psnr)``)? Then its own statement
+        needs no report of its own."""
+        memo = scope._memo.setdefault("kept at calls", {})
+        if how not in memo:
+            memo[how] = any(
+                self.keeper_method_called(call, scope) and self.kept_across_iterations(call, ctx, how)
+                for call, ctx in self.callers_of(scope)
+            )
+        return memo[how]
 
     def kept_across_iterations(self, call, ctx: Context, how: str) -> list[tuple[object, object, Scope]]:
         """For a call inside a loop: (argument, the callee's statement keeping it, callee) for

@@ -418,6 +418,8 @@ for episode in range(episodes):
             return
         if loop.implicit is not None and not analysis.outlives_call(key, ctx):
             return  # a per-step function's local: gone when the call returns
+        if loop.implicit is not None and key.startswith("self.") and analysis.kept_at_calls(ctx.scope, "stores"):
+            return  # `recorder.add(output)` is reported at the call, where `.detach()` belongs
         if analysis.resets_in_loop(key, loop) or analysis.cleared_in_loop(key, loop):
             return  # rebuilt or emptied every iteration: nothing outlives it
         if loop.implicit is not None and analysis.consumed_elsewhere(key, ctx):

@@ -35,8 +35,8 @@ class TensorAccumulatedAcrossIterations(Rule):
     reported either; the same reset in a loop without `backward()` still holds whole graphs.
     Running sums kept per name (`totals[name] += loss`), moving averages (`ema = 0.98 * ema +
     0.02 * loss`) and sums inside methods of a metric object the loop calls (`meter.update(loss)`
-    doing `self.sum += value`, also when the class is in another module of the project: then
-    the call is reported) are accumulators too; a
+    doing `self.sum += value`, the class in this module or another of the project) are
+    accumulators too, reported at the call, where `.item()` belongs; a
     loop that hands the loss to an optimizer wrapper (`optim.step(loss)`) backpropagates.
     Nothing is reported under `torch.no_grad()` / `torch.inference_mode()` or in Lightning
     `validation_step` / `test_step` / `predict_step`.
@@ -83,14 +83,14 @@ class Metric:
         self.sum = torch.tensor(0.0)
 
     def update(self, value):
-        self.sum += value  # expect: TL102
+        self.sum += value  # reported at the call, where `.item()` belongs
 
 def train_epoch(model, loader, optimizer):
     train_loss = Metric()
     for x, y in loader:
         optimizer.zero_grad()
         loss = F.cross_entropy(model(x), y)
-        train_loss.update(loss)
+        train_loss.update(loss)  # expect: TL102
         loss.backward()
         optimizer.step()
 """,
@@ -363,6 +363,8 @@ for samples, targets in loader:
         loop = ctx.loop
         if loop.implicit is not None and "(" not in key and not analysis.outlives_call(key, ctx):
             return  # a per-step function's local: gone when the call returns
+        if loop.implicit is not None and key.startswith("self.") and analysis.kept_at_calls(ctx.scope, "accumulates"):
+            return  # `meter.update(loss)` is reported at the call, where `.item()` belongs
         # (`if ema is None: ema = loss` / `else: ema = beta * ema + ...` starts the sum, it does not reset it)
         resets = [reset for reset in analysis.resets_in_loop(key, loop)
                   if not analysis.exclusive_branches(reset.stmt, node, ctx.scope)]

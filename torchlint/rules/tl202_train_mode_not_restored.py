@@ -446,6 +446,25 @@ for epoch in range(epochs):
     snapshot = copy.deepcopy(model).eval().requires_grad_(False)  # a copy's mode
     save(snapshot)
 """,
+        """\
+def train_one_epoch(model, loader, optimizer, dist_model=None):
+    model.train()
+    if dist_model is not None:
+        dist_model.eval()  # the distillation teacher, frozen
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        if dist_model is not None:
+            with torch.no_grad():
+                loss = loss + F.mse_loss(model(x), dist_model(x))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer, dist_model)
+""",
     ]
 
     def visit_For(self, node, ctx: Context) -> None:
@@ -477,6 +496,8 @@ for epoch in range(epochs):
                 continue
             if any(_same_model(key, other) for other in deliberate) or (key is not None and _names_a_copy(key)):
                 continue
+            if key is not None and self._trains_others(stmt, ctx, key):
+                continue  # a distillation teacher handed to the training helper beside the model
             if self._inner_training_loop(loop, ctx) or self._last_pass_only(stmt, ctx):
                 continue
             if key is not None and not self._trained_in(key, loop):
@@ -572,6 +593,26 @@ for epoch in range(epochs):
             return None
         return Fix.unsafe(f"Insert `{key}.train()` before the training in the loop",
                           InsertBefore(containing[-1], f"{key}.train()"))
+
+    def _trains_others(self, stmt, ctx: Context, key: str) -> bool:
+        """Does the statement hand a training helper optimizers that are all built over other
+        models' parameters than ``key``'s (``train_one_epoch(model, ..., optimizer, ...,
+        dist_model)`` with ``optimizer = AdamW(model.parameters())``)?"""
+        analysis = self.analysis
+        if not self._trains_here(stmt, ctx):
+            return False
+        optimizers = [arg.value for call in analysis.calls_in(stmt) for arg in call.args
+                      if analysis.is_optimizer(arg.value, ctx)]
+        if not optimizers:
+            return False
+        for optimizer in optimizers:
+            name = dotted_name(optimizer)
+            bindings = analysis.reaching_bindings(name, ctx) if name is not None and not name.startswith("self.") else []
+            if not bindings or any(analysis.optimizer_construction(binding) is None for binding in bindings):
+                return False  # built elsewhere: what it optimizes is not known
+            if self._optimizes(optimizer, key, ctx):
+                return False
+        return True
 
     def _switches_before_training(self, stmt, ctx: Context) -> bool:
         """Does a helper the statement calls switch a model to eval unconditionally before it
