@@ -206,8 +206,9 @@ class ControlFlowQueries:
                 return False  # `if torch.cuda.memory_reserved() > limit:` changes from step to step
             if type(node) in (cst.BinaryOperation, cst.Comparison) and not PROCESS_TEST_RE.search(self.code(node, 200)):
                 return False  # `step % 100 == 0`, `loss > best`
-        bound = {binding.key for key in mentioned_keys(guard.test) for binding in loop.scope.bindings.get(key, ())
-                 if loop.start <= binding.ctx.order <= loop.end}  # (the loop's own target too)
+        bound = {binding.key for key in mentioned_keys(guard.test) if key != "self"
+                 for binding in loop.scope.bindings.get(key, ())
+                 if loop.start <= binding.ctx.order <= loop.end}  # (the loop's own target too; not `self`)
         return not bound
 
     def is_step_loop(self, loop: Loop) -> bool:

@@ -738,6 +738,6 @@ class SummaryQueries:
         if not loop.callers:
             return True  # a framework hook
         return any(
-            self.runs_every_iteration(ctx) and self.is_step_loop(ctx.loop)
+            (self.runs_every_iteration(ctx) or self._process_guard(ctx, ctx.loop)) and self.is_step_loop(ctx.loop)
             for _, ctx in loop.callers if ctx.loop is not None
-        )
+        )  # (`if self.group_all: ... else: sample_and_group(...)`: a configuration, the same every step)

@@ -93,7 +93,7 @@ MODULE_EVIDENCE_METHODS = (
 # libraries that name them so (Hugging Face, sentence-transformers) disable grad inside.
 COMPUTING_METHOD_WORDS = frozenset({
     "predict", "prediction", "evaluate", "evaluation", "infer", "inference", "decode", "denoise",
-    "reconstruct", "sample",
+    "reconstruct", "sample", "recognize", "recognise", "translate",
     # a policy network choosing actions: `agent.act(obs)`, `acmodel.get_action(obs)`
     "act", "action", "actions",
     # a named variant of the forward pass: `model.incremental_forward(x, T)`, `forward_features(x)`
