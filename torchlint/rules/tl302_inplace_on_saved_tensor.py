@@ -7,6 +7,7 @@ from torchlint.analysis import (
     dotted_name, eval_side, is_view_subscript, iter_expression_nodes, keyword_argument, last_part, mentioned_keys, name_words,
     strip_views,
 )
+from torchlint.analysis.objects import TENSOR_ONLY_METHODS
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore
 from torchlint.rule import InPlaceMutationRule
@@ -423,6 +424,17 @@ class SACPolicy(nn.Module):
         actor_loss.backward()
         self.actor_optim.step()
 """,
+        """\
+class L2Norm(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+
+    def forward(self, x):  # x comes out of the layers before it
+        norm = x.pow(2).sum(dim=1, keepdim=True).sqrt() + 1e-10
+        x /= norm  # expect: TL302
+        return self.weight.view(1, -1, 1, 1) * x
+""",
     ]
     VALID = [
         """\
@@ -670,6 +682,13 @@ class SACPolicy(nn.Module):
         self.actor_optim.zero_grad()
         actor_loss.backward()
         self.actor_optim.step()
+""",
+        """\
+class Scaled(nn.Module):
+    def forward(self, x, scale):  # `scale` is a number: nothing autograd saved
+        y = self.proj(x) * scale
+        scale *= 0.5
+        return y + scale
 """,
     ]
 
@@ -1316,7 +1335,8 @@ class SACPolicy(nn.Module):
             keyed = [operand_key == key for operand_key in keys]
             if not any(keyed):
                 continue
-            needs = [self._requires_grad(operand, ctx) if operand is not None else True for operand in operands]
+            needs = [self._requires_grad(operand, ctx) or self._model_computed(operand, ctx) if operand is not None else True
+                     for operand in operands]  # (a module's forward input comes out of the layers before it)
             for index, hit in enumerate(keyed):
                 if not hit:
                     continue
@@ -1436,7 +1456,21 @@ class SACPolicy(nn.Module):
 
     def _is_tensor(self, expr, ctx: Context) -> bool:
         analysis = self.analysis
-        return analysis.is_tensor(expr, ctx) or analysis.is_attached(expr, ctx) or analysis.is_grad_leaf(expr, ctx)
+        return analysis.is_tensor(expr, ctx) or analysis.is_attached(expr, ctx) or analysis.is_grad_leaf(expr, ctx) \
+            or self._used_as_tensor(expr, ctx)
+
+    def _used_as_tensor(self, expr, ctx: Context) -> bool:
+        """Is a parameter of the function the receiver of a method only tensors have
+        (``x.pow(2)``, ``x.permute(...)``)?"""
+        key = dotted_name(expr)
+        binding = self.analysis.lookup(key, ctx) if key is not None else None
+        if binding is None or binding.kind != "param":
+            return False
+        return any(
+            type(call.func) is cst.Attribute and dotted_name(call.func.value) == key and call.func.attr.value in TENSOR_ONLY_METHODS
+            for stmt, stmt_ctx in ctx.scope.statements if stmt_ctx.scope is ctx.scope
+            for call in self.analysis.calls_in(stmt)
+        )
 
     def _result_still_needed(self, site, site_ctx: Context, ctx: Context, own: bool) -> bool:
         """Does the result of the op at ``site`` go on to a ``backward()`` that comes after the
