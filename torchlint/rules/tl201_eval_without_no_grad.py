@@ -156,6 +156,13 @@ class EvalWithoutNoGrad(Rule):
     forward pass runs on every pass is reported at that forward pass, unless it runs under
     `torch.set_grad_enabled(...)`.
 
+    Frozen models inside training: a model switched to `.eval()` that the file never switches
+    back to `.train()`, builds no optimizer over and leaves requiring grad (a distillation
+    teacher, a perceptual network's pass over the real images), run with grad enabled on
+    data inside a loop that trains another model, is reported at that forward pass when every
+    optimizer the function steps is built in the file. A pass over an attached input
+    (`vgg(generator(z))`, a perceptual loss) is not: backward must go through it.
+
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
     stop autograd. Every forward pass still saves the activations its backward pass would
@@ -212,6 +219,10 @@ class EvalWithoutNoGrad(Rule):
 
     CODE = "TL201"
     NAME = "eval-without-no-grad"
+    FROZEN_MESSAGE = (
+        "`{call}` runs a frozen model (switched to eval, trained by no optimizer) with autograd enabled inside a "
+        "training loop: its graph is recorded every step for nothing"
+    )
     MESSAGE = "`{call}` runs a forward pass in evaluation code with autograd enabled, keeping activations no backward pass will use"
     MODE_MESSAGE = (
         "`{call}` runs with autograd enabled on every pass, but only `if {test}:` backpropagates: "
@@ -735,6 +746,23 @@ def main(args):
 if __name__ == "__main__":
     main(parse_args())
 """,
+        """\
+teacher = TeacherNet()
+teacher.load_state_dict(torch.load("teacher.pth"))
+optimizer = optim.SGD(student.parameters(), lr=0.01)
+
+
+def train(epoch):
+    student.train()
+    teacher.eval()  # frozen: no optimizer, never back to train mode
+    for data, target in loader:
+        optimizer.zero_grad()
+        output = student(data)
+        teacher_output = teacher(data)  # expect: TL201
+        loss = distillation(output, target, teacher_output.detach())
+        loss.backward()
+        optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -1060,6 +1088,26 @@ def main(args):
 if __name__ == "__main__":
     main(parse_args())
 """,
+        """\
+vgg = FeatureExtractor()
+vgg.eval()
+optimizer_G = optim.Adam(generator.parameters())
+for lr_imgs, hr_imgs in loader:
+    fake = generator(lr_imgs)
+    loss = F.l1_loss(vgg(fake), vgg_target(hr_imgs))  # a perceptual loss: backward goes through vgg
+    optimizer_G.zero_grad()
+    loss.backward()
+    optimizer_G.step()
+""",
+        """\
+teacher = TeacherNet().eval().requires_grad_(False)  # no graph is recorded for it
+optimizer = optim.SGD(student.parameters(), lr=0.01)
+for data, target in loader:
+    loss = distillation(student(data), target, teacher(data))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -1104,10 +1152,101 @@ if __name__ == "__main__":
 
     def _report_other_shapes(self, scope) -> None:
         """Where no evaluation region reports: the first of a shared loop run for evaluation, a
-        loop that backpropagates only in one mode, a rollout, an evaluation every N steps."""
+        loop that backpropagates only in one mode, a rollout, an evaluation every N steps, a
+        frozen model run inside a training loop."""
         if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
-                and not self._report_discarded_in_loop(scope):
+                and not self._report_discarded_in_loop(scope) and not self._report_frozen_model_run(scope):
             self._report_periodic_evaluation(scope)
+
+    # ------------------------------------------------------------------ a frozen model inside training
+
+    def _report_frozen_model_run(self, scope) -> bool:
+        """``teacher.eval()`` then, in a loop that trains another model, ``out = teacher(x)``
+        with grad enabled: a model switched to eval mode, never switched back, handed to no
+        optimizer and left requiring grad. Its graph is built every step for nothing (or
+        backward runs through it and fills gradients nobody uses)."""
+        analysis = self.analysis
+        if not analysis.may_contain(".eval()"):
+            return False
+        frozen = {key for key in self._switched_to_eval(scope) if self._frozen_model(key)}
+        if not frozen or not self._optimizers_known(scope):
+            return False  # (an optimizer handed in may train the model in eval mode: frozen batch norm)
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt) not in (cst.Assign, cst.AnnAssign) \
+                    or not any(analysis.loop_backpropagates(loop) for loop in ctx.visible_loops if loop.implicit is None):
+                continue
+            for call in analysis.calls_in(stmt):
+                target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
+                if dotted_name(target) in frozen and self._is_module_call(call, ctx) \
+                        and not any(analysis.is_attached(arg.value, ctx) for arg in call.args):
+                    # (`vgg(fake)` on a generator's output is a perceptual loss: backward goes through it)
+                    self.report(stmt, self.FROZEN_MESSAGE.format(call=self.code(call, 50)),
+                                f"run `{dotted_name(target)}` under `with torch.no_grad():`")
+                    return True
+        return False
+
+    def _optimizers_known(self, scope) -> bool:
+        """Is every optimizer the function steps one whose construction this module shows?"""
+        analysis = self.analysis
+        stepped = False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope:
+                continue
+            for call in analysis.calls_in(stmt):
+                optimizer = analysis.stepped_optimizer(call, ctx)
+                if optimizer is None:
+                    continue
+                stepped = True
+                name = dotted_name(optimizer)
+                bindings = analysis.reaching_bindings(name, ctx) if name is not None else []
+                if not bindings or any(analysis.optimizer_construction(binding) is None for binding in bindings):
+                    return False
+        return stepped
+
+    def _switched_to_eval(self, scope) -> set:
+        """Models this function or the module's top level switches to eval (``teacher.eval()``)."""
+        found = set()
+        for owner in (scope, self.analysis.module_scope):
+            for stmt, ctx in owner.statements:
+                if ctx.scope is not owner:
+                    continue
+                switch = _mode_switch(stmt)
+                key = dotted_name(switch[1]) if switch is not None and switch[0] == "eval" else None
+                if key is not None and key != "self":
+                    found.add(key)
+        return found
+
+    def _frozen_model(self, key: str) -> bool:
+        """Is the model never switched to ``.train()`` in this module, handed to no optimizer
+        built here, and not switched out of requiring grad (``requires_grad_(False)``)?"""
+        analysis = self.analysis
+        memo = analysis.module_scope._memo.setdefault("tl201_frozen", {})
+        if key in memo:
+            return memo[key]
+        root = key.partition(".")[0]
+        frozen = not any(name.partition(".")[0] == root for name in analysis._requires_grad_switches())
+        if frozen:
+            for owner in {id(scope): scope for scope in (analysis.module_scope, *analysis.scopes.values())}.values():
+                for stmt, ctx in owner.statements:
+                    if ctx.scope is not owner:
+                        continue
+                    switch = _mode_switch(stmt)
+                    if switch is not None and switch[0] == "train" and dotted_name(switch[1]) in (key, root, None):
+                        frozen = False
+                        break
+                if not frozen:
+                    break
+        if frozen:
+            for owner in {id(scope): scope for scope in (analysis.module_scope, *analysis.scopes.values())}.values():
+                for bindings in owner.bindings.values():
+                    for binding in bindings:
+                        construction = analysis.optimizer_construction(binding)
+                        if construction is not None and any(
+                                used == key or used.startswith(key + ".") or used == root
+                                for used in mentioned_keys(construction)):
+                            frozen = False
+        memo[key] = frozen
+        return frozen
 
     # ------------------------------------------------------------------ a shared loop run for evaluation
 
@@ -1964,8 +2103,9 @@ if __name__ == "__main__":
             target = func.value if type(func) is cst.Attribute and (
                 func.attr.value == "forward" or self._runs_model_method(call, ctx)) else func
             key = dotted_name(target)
-            if key in switched and self._is_forward(call, ctx):
-                return call
+            if key is not None and any(key == model or key.startswith(model + ".") for model in switched) \
+                    and self._is_forward(call, ctx):
+                return call  # the model, or one of its parts (`model.eval()` then `model.encoder(x)`)
         return None
 
     def _asks_input_gradients(self) -> bool:
