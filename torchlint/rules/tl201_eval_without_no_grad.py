@@ -84,6 +84,8 @@ KEEPING_CALL_RE = re.compile(
     r"log|store|record|save|cache|push|put|register|track|buffer|memor|emit|send|queue|callback|hook|"
     r"backward|step|optimi|update|add|append|extend|insert|collect|accumulate|set", re.I)
 COMPREHENSIONS = ("ListComp", "SetComp", "GeneratorExp", "DictComp")
+# Names of models kept as frozen copies of a trained one.
+FROZEN_COPY_WORDS = frozenset({"target", "teacher"})
 # Things loaded from saved files, with methods named like a model's, that are not networks.
 NOT_A_NETWORK_WORDS = frozenset({
     "tokenizer", "tokenizers", "processor", "vocab", "vocabulary", "extractor", "scheduler", "config",
@@ -161,7 +163,9 @@ class EvalWithoutNoGrad(Rule):
     teacher, a perceptual network's pass over the real images), run with grad enabled on
     data inside a loop that trains another model, is reported at that forward pass when every
     optimizer the function steps is built in the file. A pass over an attached input
-    (`vgg(generator(z))`, a perceptual loss) is not: backward must go through it.
+    (`vgg(generator(z))`, a perceptual loss) is not: backward must go through it. The same
+    holds for a frozen copy named so (an RL `target` network, a `teacher`), trained by no
+    optimizer built here, run on data in a function that backpropagates (an agent's `learn()`).
 
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
@@ -219,6 +223,10 @@ class EvalWithoutNoGrad(Rule):
 
     CODE = "TL201"
     NAME = "eval-without-no-grad"
+    COPY_MESSAGE = (
+        "`{call}` runs `{model}`, a frozen copy trained by no optimizer here, with autograd enabled in a "
+        "training step: its graph is recorded (and backward may run through it) for nothing"
+    )
     FROZEN_MESSAGE = (
         "`{call}` runs a frozen model (switched to eval, trained by no optimizer) with autograd enabled inside a "
         "training loop: its graph is recorded every step for nothing"
@@ -763,6 +771,22 @@ def train(epoch):
         loss.backward()
         optimizer.step()
 """,
+        """\
+class Agent:
+    def __init__(self, actor, critic):
+        self.actor, self.critic = actor, critic
+        self.actor_target, self.critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
+        self.critic_optim = torch.optim.Adam(critic.parameters())
+
+    def learn(self, states, actions, rewards, next_states):
+        next_actions = self.actor_target(next_states)  # expect: TL201
+        next_q = self.critic_target(next_states, next_actions)
+        target = rewards + 0.99 * next_q
+        critic_loss = F.mse_loss(self.critic(states, actions), target)
+        self.critic_optim.zero_grad()
+        critic_loss.backward()
+        self.critic_optim.step()
+""",
     ]
     VALID = [
         """\
@@ -1108,6 +1132,21 @@ for data, target in loader:
     loss.backward()
     optimizer.step()
 """,
+        """\
+class Agent:
+    def __init__(self, critic):
+        self.critic = critic
+        self.critic_target = copy.deepcopy(critic)
+        self.critic_optim = torch.optim.Adam(critic.parameters())
+
+    def learn(self, states, actions, rewards, next_states, next_actions):
+        with torch.no_grad():
+            target = rewards + 0.99 * self.critic_target(next_states, next_actions)
+        critic_loss = F.mse_loss(self.critic(states, actions), target)
+        self.critic_optim.zero_grad()
+        critic_loss.backward()
+        self.critic_optim.step()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -1166,21 +1205,30 @@ for data, target in loader:
         optimizer and left requiring grad. Its graph is built every step for nothing (or
         backward runs through it and fills gradients nobody uses)."""
         analysis = self.analysis
-        if not analysis.may_contain(".eval()"):
+        if scope.grad is not GradMode.ENABLED:
             return False
-        frozen = {key for key in self._switched_to_eval(scope) if self._frozen_model(key)}
-        if not frozen or not self._optimizers_known(scope):
-            return False  # (an optimizer handed in may train the model in eval mode: frozen batch norm)
+        frozen = set()
+        if analysis.may_contain(".eval()") and self._optimizers_known(scope):
+            # (an optimizer handed in may train the model in eval mode: frozen batch norm)
+            frozen = {key for key in self._switched_to_eval(scope) if self._frozen_model(key)}
+        # a target network run in a function that backpropagates once per call (an agent's `learn()`)
+        copies = {key for key in self._named_copies(scope) if self._frozen_model(key)} \
+            if scope.kind == "function" and analysis.backpropagates(scope) else set()
+        if not frozen and not copies:
+            return False
         for stmt, ctx in scope.statements:
-            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt) not in (cst.Assign, cst.AnnAssign) \
-                    or not any(analysis.loop_backpropagates(loop) for loop in ctx.visible_loops if loop.implicit is None):
+            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt) not in (cst.Assign, cst.AnnAssign):
                 continue
+            in_training_loop = any(analysis.loop_backpropagates(loop) for loop in ctx.visible_loops if loop.implicit is None)
+            candidates = (frozen | copies) if in_training_loop else copies if not any(
+                loop.implicit is None for loop in ctx.visible_loops) else set()
             for call in analysis.calls_in(stmt):
                 target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
-                if dotted_name(target) in frozen and self._is_module_call(call, ctx) \
+                if dotted_name(target) in candidates and self._is_module_call(call, ctx) \
                         and not any(analysis.is_attached(arg.value, ctx) for arg in call.args):
                     # (`vgg(fake)` on a generator's output is a perceptual loss: backward goes through it)
-                    self.report(stmt, self.FROZEN_MESSAGE.format(call=self.code(call, 50)),
+                    message = self.FROZEN_MESSAGE if dotted_name(target) in frozen else self.COPY_MESSAGE
+                    self.report(stmt, message.format(call=self.code(call, 50), model=dotted_name(target)),
                                 f"run `{dotted_name(target)}` under `with torch.no_grad():`")
                     return True
         return False
@@ -1203,6 +1251,21 @@ for data, target in loader:
                     return False
         return stepped
 
+    def _named_copies(self, scope) -> set:
+        """Models the function runs whose name says they are a frozen copy of another, trained
+        by no backward of their own: an RL target network (``self.target_critic``, ``q_next``
+        is not one), a distillation teacher."""
+        found = set()
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope:
+                continue
+            for call in self.analysis.calls_in(stmt):
+                target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
+                key = dotted_name(target)
+                if key is not None and FROZEN_COPY_WORDS & set(name_words(last_part(key))):
+                    found.add(key)
+        return found
+
     def _switched_to_eval(self, scope) -> set:
         """Models this function or the module's top level switches to eval (``teacher.eval()``)."""
         found = set()
@@ -1223,8 +1286,8 @@ for data, target in loader:
         memo = analysis.module_scope._memo.setdefault("tl201_frozen", {})
         if key in memo:
             return memo[key]
-        root = key.partition(".")[0]
-        frozen = not any(name.partition(".")[0] == root for name in analysis._requires_grad_switches())
+        root = ".".join(key.split(".")[:2]) if key.startswith("self.") else key.partition(".")[0]
+        frozen = not any(name == root or name.startswith(root + ".") for name in analysis._requires_grad_switches())
         if frozen:
             for owner in {id(scope): scope for scope in (analysis.module_scope, *analysis.scopes.values())}.values():
                 for stmt, ctx in owner.statements:
