@@ -772,10 +772,17 @@ def train(epoch):
         optimizer.step()
 """,
         """\
+class Actor(nn.Module):
+    def forward(self, s):
+        return torch.tanh(self.net(s))
+
+
 class Agent:
-    def __init__(self, actor, critic):
-        self.actor, self.critic = actor, critic
-        self.actor_target, self.critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
+    def __init__(self, critic):
+        self.actor = Actor()
+        self.critic = critic
+        self.actor_target = Actor()
+        self.critic_target = copy.deepcopy(critic)
         self.critic_optim = torch.optim.Adam(critic.parameters())
 
     def learn(self, states, actions, rewards, next_states):
