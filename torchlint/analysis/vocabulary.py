@@ -241,5 +241,5 @@ NOT_FORWARD_METHOD_RE = re.compile(
     r"fuse|merge|resize|tie|post_init|gradient_checkpointing|push|summary|count|device|dtype|"
     r"config|copy|clone|detach|item|tolist|numpy|size|dim|keys|values|items|hook|module|"
     r"fit|score|transform|close|step|decode_step|estimate|flops|memory|profile|benchmark|report|read|export|"
-    r"convert|download)(?:_|$)"
+    r"convert|download|info|describe|show|display|plot)(?:_|$)"
 )

@@ -1154,6 +1154,32 @@ class Agent:
         critic_loss.backward()
         self.critic_optim.step()
 """,
+        """\
+model = Net()
+model.load_state_dict(torch.load(path))
+model.eval()
+for k, v in model.named_parameters():
+    v.requires_grad = False  # no graph is recorded for this model's forward passes
+for img in images:
+    out = model(img)
+    save(out.cpu().numpy())
+""",
+        """\
+class Model(nn.Module):
+    def sample(self, n):
+        with torch.no_grad():  # the method turns grad off itself
+            x = torch.randn(n, 16)
+            for t in range(10):
+                x = self.net(x)
+            return x
+
+
+def sample_grid(model, path):
+    model.eval()
+    for row in range(4):
+        images = model.sample(8)
+        save(images, f"{path}/{row}.png")
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2314,6 +2340,15 @@ class Agent:
             return False
         if words & {"register", "hook", "hooks"}:
             return False  # `layer.register_forward_hook(fn)` runs nothing
+        methods = self._readable_methods(func, ctx)
+        if methods:  # the project's own classes: what their method does decides
+            if any(self._reports_itself(method) for method in methods):
+                return False  # reported at its own forward pass, once
+            return any(
+                method.grad is GradMode.ENABLED and not method.owner.backpropagates(method)
+                and (self if method.owner is self.analysis else type(self)(method.owner, [], self.options))._runs_forward(method, 1)
+                for method in methods
+            )
         if self.analysis.is_module_by_evidence(func.value, ctx):
             return True
         # in a script that trains nothing (not a library's backend), a network loaded from saved weights
@@ -2321,6 +2356,22 @@ class Agent:
         receiver = dotted_name(func.value) or ""
         return self._inference_only_file() and self._runs_top_level_code() and not receiver.startswith("self.") \
             and not NOT_A_NETWORK_WORDS & set(name_words(last_part(receiver))) and self._runs_loaded_weights(call)
+
+    def _readable_methods(self, func, ctx: Context) -> list:
+        """The project-defined methods ``receiver.method`` may run: the one of the receiver's
+        class when its binding says (``model = Model(...)``, ``self.text_encoder =
+        TextEmbed(...)``); for a parameter, those of the project classes it is named for
+        (``model``: ``Model``, ``SimpleModel``). Empty when unknown."""
+        analysis = self.analysis
+        class_scope = analysis.instance_class(func.value, ctx)
+        if class_scope is not None:
+            method = class_scope.owner.method_of(class_scope, func.attr.value, set())
+            return [method] if method is not None else []
+        if type(func.value) is cst.Name:
+            binding = analysis.lookup(func.value.value, ctx)
+            if binding is not None and binding.kind == "param":
+                return analysis.methods_of_classes_named_like(func.value.value, func.attr.value)
+        return []
 
     def _runs_forward(self, scope, depth: int) -> bool:
         """Does the function run a module call with grad enabled, itself or through the
@@ -2368,7 +2419,17 @@ class Agent:
         verb = NOT_FORWARD_METHOD_RE.match(last_part(name))
         if verb is not None and 0 < verb.end() < len(last_part(name)):
             return False  # `core.read_model(path)`, `load_model(cfg)`: named for what it makes, not a module
-        return self.analysis.is_module(target, ctx) and not self._is_predicting_wrapper(name, ctx)
+        return self.analysis.is_module(target, ctx) and not self._is_predicting_wrapper(name, ctx) \
+            and not self._switched_off(name)
+
+    def _switched_off(self, key: str) -> bool:
+        """Does the file switch the model's parameters out of requiring grad, and never back on
+        (``for k, v in model.named_parameters(): v.requires_grad = False``)? Its forward passes on
+        data then record no graph."""
+        switches = self.analysis._requires_grad_switches()
+        root = ".".join(key.split(".")[:2]) if key.startswith("self.") else key.partition(".")[0]
+        found = [enabled for name, entries in switches.items() if name == root for _, enabled in entries]
+        return bool(found) and not any(found)
 
     def _is_predicting_wrapper(self, key: str, ctx: Context) -> bool:
         """Is ``key`` bound to an Ultralytics ``YOLO(...)``-style wrapper, whose call predicts
