@@ -794,6 +794,23 @@ class Agent:
         critic_loss.backward()
         self.critic_optim.step()
 """,
+        """\
+for episode in range(episodes):
+    features = encoder(support)
+    relations = relation_net(features)
+    loss = F.mse_loss(relations, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if (episode + 1) % 5000 == 0:  # testing, with the training step's names bound afresh
+        total = 0
+        for images, targets in test_batches:
+            features = encoder(images)  # expect: TL201
+            relations = relation_net(features)
+            _, predicted = torch.max(relations.data, 1)
+            total += (predicted == targets).sum().item()
+        print("test accuracy", total / len(test_batches))
+""",
     ]
     VALID = [
         """\
@@ -1179,6 +1196,16 @@ def sample_grid(model, path):
     for row in range(4):
         images = model.sample(8)
         save(images, f"{path}/{row}.png")
+""",
+        """\
+for step, (x, y) in enumerate(loader):
+    if step % 10 == 0:
+        out = model(x)  # computed every 10 steps, then trained on below
+        print(out.data.mean())
+    loss = F.mse_loss(out, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
 """,
     ]
 
@@ -1569,9 +1596,45 @@ def sample_grid(model, path):
         stmt = forward[0]
         targets = stmt.targets if type(stmt) is cst.Assign else [stmt] if type(stmt) is not cst.Expr else []
         keys = {key for target in targets for key in mentioned_keys(target.target)}
-        if keys & self.analysis.backpropagated_keys(block[0][1].scope):
+        if keys & self.analysis.backpropagated_keys(block[0][1].scope) and self._read_after(keys, block):
             return None  # what it computes goes into a loss later
         return forward
+
+    def _read_after(self, keys: set, block) -> bool:
+        """Is one of ``keys`` read after the block, in its loop, before the loop binds it again?
+        A training step that reuses the names (``relations = relation_network(...)``) binds
+        them afresh and reads nothing the block computed."""
+        analysis = self.analysis
+        first_ctx = block[0][1]
+        loop = first_ctx.loop
+        if loop is None:
+            return True
+        end = max(ctx.order for _, ctx in block)
+        pending = set(keys)
+        for stmt, ctx in analysis.statements_in_loop(loop):
+            if ctx.order <= end or ctx.scope is not first_ctx.scope or type(stmt).__name__ in COMPOUND_STATEMENTS:
+                continue
+            read = set(mentioned_keys(stmt.value)) if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) \
+                and stmt.value is not None else set(mentioned_keys(stmt))
+            if pending & read:
+                return True
+            if type(stmt) in (cst.Assign, cst.AnnAssign):
+                targets = stmt.targets if type(stmt) is cst.Assign else [stmt]
+                pending -= {key for target in targets for key in mentioned_keys(target.target)}
+        # the next iteration: from the top of the body, up to the block
+        for stmt, ctx in analysis.statements_in_loop(loop):
+            if ctx.order >= first_ctx.order or not pending:
+                break
+            if ctx.scope is not first_ctx.scope or type(stmt).__name__ in COMPOUND_STATEMENTS:
+                continue
+            read = set(mentioned_keys(stmt.value)) if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) \
+                and stmt.value is not None else set(mentioned_keys(stmt))
+            if pending & read:
+                return True
+            if type(stmt) in (cst.Assign, cst.AnnAssign):
+                targets = stmt.targets if type(stmt) is cst.Assign else [stmt]
+                pending -= {key for target in targets for key in mentioned_keys(target.target)}
+        return bool(pending)
 
     def _autofix(self, scope, regions, stmt) -> Fix | None:
         """Unsafe (code after the forward might need its graph): decorate a function that is
