@@ -811,6 +811,25 @@ for episode in range(episodes):
             total += (predicted == targets).sum().item()
         print("test accuracy", total / len(test_batches))
 """,
+        """\
+def get_model(path):
+    model = FastSpeech2()
+    model.load_state_dict(torch.load(path))
+    model.requires_grad = False  # an attribute of the module: freezes nothing
+    model.eval()
+    return model
+
+
+def synthesize(model, text):
+    mel = model(text)  # expect: TL201
+    save_wav(mel.detach().cpu().numpy())
+
+
+if __name__ == "__main__":
+    model = get_model("ckpt.pth")
+    for sentence in sentences:
+        synthesize(model, preprocess(sentence))
+""",
     ]
     VALID = [
         """\
@@ -2489,9 +2508,15 @@ for step, (x, y) in enumerate(loader):
         """Does the file switch the model's parameters out of requiring grad, and never back on
         (``for k, v in model.named_parameters(): v.requires_grad = False``)? Its forward passes on
         data then record no graph."""
-        switches = self.analysis._requires_grad_switches()
+        analysis = self.analysis
+        switches = analysis._requires_grad_switches()
         root = ".".join(key.split(".")[:2]) if key.startswith("self.") else key.partition(".")[0]
-        found = [enabled for name, entries in switches.items() if name == root for _, enabled in entries]
+        # `model.requires_grad = False` sets an attribute of the module and freezes nothing
+        no_ops = {ctx.order for stmt, ctx in analysis.statements_by_type.get("Assign", ())
+                  for target in stmt.targets if type(target.target) is cst.Attribute
+                  and target.target.attr.value == "requires_grad" and dotted_name(target.target.value) == root}
+        found = [enabled for name, entries in switches.items() if name == root
+                 for ctx, enabled in entries if ctx.order not in no_ops]
         return bool(found) and not any(found)
 
     def _is_predicting_wrapper(self, key: str, ctx: Context) -> bool:
