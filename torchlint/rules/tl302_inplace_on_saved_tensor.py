@@ -435,6 +435,26 @@ class L2Norm(nn.Module):
         x /= norm  # expect: TL302
         return self.weight.view(1, -1, 1, 1) * x
 """,
+        """\
+class Head(nn.Module):
+    def __init__(self, c, classes):
+        super().__init__()
+        self.score = nn.Sequential(
+            nn.Conv2d(c, 4096, 7), nn.ReLU(inplace=True),
+            nn.Dropout(inplace=True),  # expect: TL302
+            nn.Conv2d(4096, classes, 1),
+        )
+""",
+        """\
+class FeedForward(nn.Module):
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.linear1, self.linear2 = nn.Linear(d, hidden), nn.Linear(hidden, d)
+        self.dropout = nn.Dropout(0.1, inplace=True)
+
+    def forward(self, x):
+        return x + self.linear2(self.dropout(F.relu(self.linear1(x))))  # expect: TL302
+""",
     ]
     VALID = [
         """\
@@ -690,12 +710,50 @@ class Scaled(nn.Module):
         scale *= 0.5
         return y + scale
 """,
+        """\
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(c, c, 3), nn.BatchNorm2d(c), nn.ReLU(inplace=True),  # batch norm saves its input
+            nn.Dropout(0.1), nn.Conv2d(c, c, 3),
+        )
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
         super().visit_Expr(node, ctx)
         if type(node.value) is cst.Call and call_name(node.value) == "step":
             self._check_step_before_backward(node, node.value, ctx)
+
+    def visit_Assign(self, node, ctx: Context) -> None:
+        super().visit_Assign(node, ctx)
+        if self.analysis.may_contain("Sequential") and self.analysis.may_contain("inplace") or self.analysis.may_contain("(True)"):
+            self._check_sequential_layers(node, ctx)
+
+    SEQUENCE_MESSAGE = (
+        "`{layer}` changes in place the output of `{previous}` right before it in the sequence, "
+        "which autograd saved for backward"
+    )
+    SEQUENCE_FIX = "build `{layer}` without `inplace=True`"
+
+    def _check_sequential_layers(self, node, ctx: Context) -> None:
+        """``nn.Sequential(..., nn.ReLU(inplace=True), nn.Dropout(inplace=True), ...)``: an
+        in-place layer right after a layer that saves its output (ReLU, Sigmoid, Tanh,
+        Softmax) overwrites that output, and backward raises."""
+        for constructor in iter_expression_nodes(node.value):
+            if type(constructor) is not cst.Call or last_part(self.analysis.qualified_name(constructor.func) or "") != "Sequential" \
+                    or not (self.analysis.qualified_name(constructor.func) or "").startswith("torch.nn."):
+                continue
+            layers = [arg.value for arg in constructor.args if not arg.star and arg.keyword is None]
+            for previous, layer in zip(layers, layers[1:]):
+                if type(previous) is not cst.Call or type(layer) is not cst.Call:
+                    continue
+                if self._saving_constructor(previous, MAX_ALIAS_DEPTH, ctx) is None or not _builds_in_place(self.analysis, layer):
+                    continue
+                self.report(layer, self.SEQUENCE_MESSAGE.format(layer=self.code(layer, 40), previous=self.code(previous, 40)),
+                            self.SEQUENCE_FIX.format(layer=self.code(layer.func, 30)))
+                return
 
     def _check_step_before_backward(self, node, call, ctx: Context) -> None:
         """``critic_optim.step()`` between computing ``policy_loss`` through ``self.critic`` and
@@ -801,6 +859,14 @@ class Scaled(nn.Module):
             operands = [operand for operand in operands if id(operand) not in inside]
         for operand in operands:
             base = strip_views(operand, through_detach=True)
+            if type(base) is cst.Call and self.analysis.grad_enabled(ctx):
+                # `self.dropout(F.relu(h))` with `self.dropout = nn.Dropout(inplace=True)`
+                op = self._saving_op(base, ctx)
+                if op is not None:
+                    name = self.code(base, 30)
+                    self.report(node, self.MESSAGE.format(stmt=self.code(node, 60), name=name, op=op),
+                                self.FIX.format(name=name))
+                    return
             key = dotted_name(base) if base is not None else None
             if key is None:
                 continue
@@ -837,7 +903,7 @@ class Scaled(nn.Module):
         if value is None or not self.analysis.may_contain("inplace"):
             return []
         found = []
-        for call in _call_chain(value):
+        for call in (node for node in iter_expression_nodes(value) if type(node) is cst.Call):  # nested ones too
             arguments = call_arguments(call)
             if not arguments:
                 continue
@@ -1670,6 +1736,28 @@ def _result_keys(site) -> set[str]:
         if key is not None:
             keys.add(key)
     return keys
+
+
+# torch.nn layers that take `inplace` as their first positional argument (`nn.ReLU(True)`).
+INPLACE_FIRST_LAYERS = frozenset({"ReLU", "ReLU6", "SELU", "SiLU", "Mish", "Hardswish", "Hardsigmoid"})
+# torch.nn layers with an `inplace` flag at all.
+INPLACE_LAYERS = INPLACE_FIRST_LAYERS | frozenset({
+    "LeakyReLU", "ELU", "CELU", "RReLU", "Hardtanh", "Threshold", "Dropout", "Dropout1d", "Dropout2d",
+    "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+})
+
+
+def _builds_in_place(analysis, layer) -> bool:
+    """``nn.Dropout(inplace=True)``, ``nn.ReLU(True)``: a ``torch.nn`` layer built to change its input in place."""
+    qualified = analysis.qualified_name(layer.func) or ""
+    name = last_part(qualified)
+    if not qualified.startswith("torch.nn.") or name not in INPLACE_LAYERS:
+        return False
+    if _inplace_true(layer):
+        return True
+    positional = [arg.value for arg in layer.args if arg.keyword is None]
+    return name in INPLACE_FIRST_LAYERS and bool(positional) and type(positional[0]) is cst.Name \
+        and positional[0].value == "True"
 
 
 def _inplace_true(call) -> bool:
