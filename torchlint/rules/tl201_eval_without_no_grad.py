@@ -1629,23 +1629,15 @@ for step, (x, y) in enumerate(loader):
         if loop is None:
             return True
         end = max(ctx.order for _, ctx in block)
+        statements = [(stmt, ctx) for stmt, ctx in analysis.statements_in_loop(loop)
+                      if ctx.scope is first_ctx.scope and type(stmt).__name__ not in COMPOUND_STATEMENTS]
+        # after the block, then the next iteration from the top of the body up to the block
+        order = [item for item in statements if item[1].order > end] + \
+            [item for item in statements if item[1].order < first_ctx.order]
         pending = set(keys)
-        for stmt, ctx in analysis.statements_in_loop(loop):
-            if ctx.order <= end or ctx.scope is not first_ctx.scope or type(stmt).__name__ in COMPOUND_STATEMENTS:
-                continue
-            read = set(mentioned_keys(stmt.value)) if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) \
-                and stmt.value is not None else set(mentioned_keys(stmt))
-            if pending & read:
-                return True
-            if type(stmt) in (cst.Assign, cst.AnnAssign):
-                targets = stmt.targets if type(stmt) is cst.Assign else [stmt]
-                pending -= {key for target in targets for key in mentioned_keys(target.target)}
-        # the next iteration: from the top of the body, up to the block
-        for stmt, ctx in analysis.statements_in_loop(loop):
-            if ctx.order >= first_ctx.order or not pending:
+        for stmt, _ in order:
+            if not pending:
                 break
-            if ctx.scope is not first_ctx.scope or type(stmt).__name__ in COMPOUND_STATEMENTS:
-                continue
             read = set(mentioned_keys(stmt.value)) if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) \
                 and stmt.value is not None else set(mentioned_keys(stmt))
             if pending & read:
