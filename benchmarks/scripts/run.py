@@ -33,7 +33,8 @@ DEFAULT_MIRRORS = os.environ.get("TORCHLINT_MIRRORS", "/work/.mirror")
 def find_git_dir(mirrors: str, repo: str) -> str | None:
     stem = repo.replace("/", "+")
     for cand in sorted(glob.glob(os.path.join(mirrors, stem + "*"))):
-        for g in (cand, os.path.join(cand, "repo"), os.path.join(cand, ".git")):
+        for g in (cand, os.path.join(cand, "repo"), os.path.join(cand, ".git"),
+                  os.path.join(cand, "repo", ".git")):
             if os.path.isdir(g) and subprocess.run(
                 ["git", "--git-dir", g, "rev-parse", "--git-dir"],
                 capture_output=True,
