@@ -88,6 +88,7 @@ from torchlint.analysis.syntax import (  # noqa: F401
     _is_grad_attribute,
     _is_grad_chain,
     is_test_file,
+    periodic_test,
 )
 from torchlint.analysis.scopes import (  # noqa: F401
     Scope,

@@ -346,16 +346,19 @@ class ControlFlowQueries:
 
     # ------------------------------------------------------------------ branch conditions
 
-    def branch_conditions(self, stmt, scope: Scope) -> tuple[tuple[str, bool], ...]:
-        """The ``if`` tests that decide whether ``stmt`` runs within its function: (test's code
-        without a leading ``not``, whether it must be true) for each enclosing ``if`` /
-        ``elif`` branch, outermost first."""
+    def branch_tests(self, stmt, scope: Scope) -> tuple:
+        """The ``if`` tests that decide whether ``stmt`` runs within its function: (test node
+        without a leading ``not``, whether it must be true), outermost first."""
         memo = scope._memo.get("branches")
         if memo is None:
             memo = scope._memo["branches"] = {}
             body = scope.node.body
             self._record_branches(body.body if hasattr(body, "body") else body, (), memo)
-        path = memo.get(id(stmt))
+        return memo.get(id(stmt), ())
+
+    def branch_conditions(self, stmt, scope: Scope) -> tuple[tuple[str, bool], ...]:
+        """``branch_tests`` with each test's code in place of its node."""
+        path = self.branch_tests(stmt, scope)
         if not path:
             return ()
         # the tests' code is generated only for the paths asked about (codegen is costly)

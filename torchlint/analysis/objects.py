@@ -169,6 +169,8 @@ class ModuleQueries:
             return False
         if self.is_module_factory(value, binding.ctx):
             return True
+        if _moved_instance(binding.value):
+            return True  # `SRCNN().to(device)`: an instance of a class, moved to a device
         # built by a class that is a module for certain, not one merely named like a model
         # (coremltools' MLModel, sklearn's LinearModel)
         name = dotted_name(value.func) or ""
@@ -819,3 +821,22 @@ def _annotated_tensor(binding: Binding) -> bool:
             text = dotted_name(annotation.slice[0].slice.value) or ""
         return last_part(text) in ("Tensor", "FloatTensor", "LongTensor")
     return False
+
+
+# Classes whose instances move to a device but are data, not networks.
+_DATA_CLASS_RE = re.compile(r"Tensor|Variable|Parameter|Data|Batch|Encoding|Dict|List|Buffer|Storage|Generator")
+
+
+def _moved_instance(value) -> bool:
+    """``Net(cfg).to(device)``, ``Net().cuda().eval()``: an instance of a class (a CamelCase
+    name, not a tensor or data container) moved to a device. Only modules and tensors have
+    ``.to`` / ``.cuda``; optimizers, schedulers and tokenizers do not."""
+    moved = False
+    while type(value) is cst.Call and type(value.func) is cst.Attribute \
+            and value.func.attr.value in ("to", "cuda", "eval", "train", "float", "half"):
+        moved = moved or value.func.attr.value in ("to", "cuda")
+        value = value.func.value
+    if not moved or type(value) is not cst.Call:
+        return False
+    name = last_part(dotted_name(value.func) or "")
+    return len(name) > 1 and name[0].isupper() and _DATA_CLASS_RE.search(name) is None

@@ -19,7 +19,7 @@ import functools
 
 from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
-from torchlint.analysis.syntax import call_name, dotted_name, is_test_file, last_part, strip_pass_through
+from torchlint.analysis.syntax import call_name, dotted_name, last_part, strip_pass_through
 from torchlint.analysis.vocabulary import FORWARD_METHODS, NEUTRAL_BASES, PER_STEP_HOOKS, GradMode, is_clearing_call_name, name_words
 from torchlint.lazy import cst
 
@@ -567,7 +567,7 @@ class SummaryQueries:
     def install_implicit_loops(self) -> None:
         """Give every per-step function an implicit loop around its body (see ``Loop``)."""
         functions = [scope for scope in self.scopes.values() if scope.kind == "function"]
-        if not functions or is_test_file(self.path):
+        if not functions or self.is_test_module:
             return  # a test's loops go over cases, not steps
         reasons: dict[int, str] = {}
         callers: dict[int, list] = {}

@@ -285,6 +285,13 @@ def _selects_part(subscript) -> bool:
     return False
 
 
+def periodic_test(test) -> bool:
+    """``step % 50 == 0``, ``(i + 1) % args.log_every == 0``, ``not step % n``: every N steps."""
+    return any(type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
+               and type(node.left) not in (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+               for node in iter_expression_nodes(test))
+
+
 def strip_pass_through(expr):
     """``model`` for ``model.eval().to(device)``."""
     while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in MODULE_PASS_THROUGH_METHODS:

@@ -8,7 +8,8 @@ import re
 from collections import defaultdict
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import CONTAINER_WRITES, GradMode, LIGHTNING_NO_GRAD_HOOKS, _CONVENTIONAL_ROOTS
-from torchlint.analysis.syntax import _literal_grad_mode, _merge, dotted_name, iter_expression_nodes, last_part, storage_key
+from torchlint.analysis.syntax import (
+    _literal_grad_mode, _merge, dotted_name, is_test_file, iter_expression_nodes, last_part, storage_key)
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
 # Context managers and decorators of a project that likely set the grad mode.
@@ -94,6 +95,21 @@ class ModuleWalk:
         if found is None:
             found = self._contains[text] = text in self.source
         return found
+
+    @property
+    def is_test_module(self) -> bool:
+        """A test module (see ``is_test_file``), not an inference script that happens to be
+        named ``test_image.py``: a file named like a test must use a test framework or define
+        ``test_`` functions without doing anything when run."""
+        if not is_test_file(self.path):
+            return False
+        parts = re.split(r"[\\/]", self.path)
+        if self.source is None or parts[-1] == "conftest.py" or any(part in ("tests", "test") for part in parts[:-1]):
+            return True
+        if "pytest" in self.source or "unittest" in self.source:
+            return True
+        return re.search(r"^def test_\w*\(", self.source, re.M) is not None and "__main__" not in self.source \
+            and "parse_args" not in self.source
 
     def code(self, node, limit: int = 80) -> str:
         text = " ".join(self.module.code_for_node(node).split())

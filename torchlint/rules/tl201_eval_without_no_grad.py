@@ -5,7 +5,7 @@ import re
 
 from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
-    empty_container, is_test_file, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through,
+    empty_container, iter_expression_nodes, last_part, mentioned_keys, name_words, periodic_test, strip_pass_through,
 )
 from torchlint.analysis.arguments import constant_arguments, passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
@@ -830,6 +830,40 @@ if __name__ == "__main__":
     for sentence in sentences:
         synthesize(model, preprocess(sentence))
 """,
+        """\
+import argparse
+import torch
+from srcnn import SRCNN
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--weights")
+args = parser.parse_args()
+model = SRCNN().to("cuda")
+model.load_state_dict(torch.load(args.weights))
+inputs = to_tensor(open_image(args.file)).unsqueeze(0).to("cuda")
+out = model(inputs)  # expect: TL201
+save_image(out.detach().cpu())
+""",
+        """\
+if __name__ == "__main__":
+    model = torchvision.models.detection.keypointrcnn_resnet50_fpn(pretrained=True)
+    model.eval()
+    image = cv2.imread("ski.jpg")
+    x = torch.zeros((3, image.shape[0], image.shape[1]))
+    x[:, :, :] = to_tensor(image)  # the buffer is filled with the image: real data
+    predictions = model([x])[0]  # expect: TL201
+    boxes = predictions["boxes"].cpu().numpy().tolist()
+""",
+        """\
+if __name__ == "__main__":
+    opt = TestOptions().parse()
+    model = create_model(opt)
+    model.eval()
+    image = transform(Image.open(opt.pic_path)).unsqueeze(0)
+    latent = model.netArc(F.interpolate(image, scale_factor=0.5))  # expect: TL201
+    fake = model(image, latent)
+    save_image(fake.detach().cpu())
+""",
     ]
     VALID = [
         """\
@@ -1226,6 +1260,19 @@ for step, (x, y) in enumerate(loader):
     loss.backward()
     optimizer.step()
 """,
+        """\
+class Net(nn.Module):
+    def forward(self, x):
+        return self.layers(x)
+
+
+if __name__ == "__main__":
+    model = Net()
+    model.eval()
+    x = torch.randn(2, 3, 32, 32)
+    out = model(x)  # a model file's smoke test on made-up inputs
+    print(out.shape)
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -1458,7 +1505,7 @@ for step, (x, y) in enumerate(loader):
 
     def _find_discarded_in_loop(self, scope):
         analysis = self.analysis
-        if is_test_file(analysis.path) or scope.grad is not GradMode.ENABLED or not any(
+        if analysis.is_test_module or scope.grad is not GradMode.ENABLED or not any(
                 analysis.may_contain(token) for token in (".numpy(", ".item(", ".tolist(", ".data", ".detach(")):
             return None
         backpropagated = analysis.backpropagated_keys(scope)
@@ -1573,11 +1620,11 @@ for step, (x, y) in enumerate(loader):
         with grad enabled, never backpropagates, turns what it computed into data and keeps no
         attached value. (statement, call) of its forward pass, or None."""
         analysis = self.analysis
-        if not analysis.may_contain("%") or is_test_file(analysis.path):
+        if not analysis.may_contain("%") or analysis.is_test_module:
             return None
         for stmt, ctx in scope.statements:
             if type(stmt) is not cst.If or ctx.scope is not scope or ctx.grad is not GradMode.ENABLED \
-                    or not _periodic_test(stmt.test) or ctx.loop is None or not analysis.loop_backpropagates(ctx.loop):
+                    or not periodic_test(stmt.test) or ctx.loop is None or not analysis.loop_backpropagates(ctx.loop):
                 continue
             inside = {id(node) for node in iter_expression_nodes(stmt.body)}
             block = [(inner, inner_ctx) for inner, inner_ctx in scope.statements
@@ -1705,7 +1752,7 @@ for step, (x, y) in enumerate(loader):
         ``train(``, and it is not a test? Then its top level (an inference or generation script)
         cannot use the graph of a forward pass it runs: nothing it computes is returned."""
         analysis = self.analysis
-        if is_test_file(analysis.path) or analysis.source is None:
+        if analysis.is_test_module or analysis.source is None:
             return False
         memo = analysis.module_scope._memo
         if "tl201_trains_nothing" not in memo:
@@ -1804,11 +1851,30 @@ for step, (x, y) in enumerate(loader):
         if kind is cst.BinaryOperation:  # `[498] * 15`
             return self._made_up(expr.left, ctx, depth + 1) and self._made_up(expr.right, ctx, depth + 1)
         if kind is cst.Name and depth < 6:
+            if self._filled_with_data(expr.value, ctx.scope):
+                return False  # `x = torch.zeros(3, h, w)` then `x[:] = img`: a buffer for real data
             # every binding of the name (a loop may rebind it from the model's outputs)
             bindings = ctx.scope.bindings.get(expr.value, ())
             return bool(bindings) and all(
                 binding.kind == "assign" and binding.value is not None
                 and self._made_up(binding.value, binding.ctx, depth + 1) for binding in bindings)
+        return False
+
+    def _filled_with_data(self, name: str, scope) -> bool:
+        """Is the tensor ``name`` written into in place in the scope (``x[:, :, :] = img``,
+        ``x.copy_(img)``) with something other than a constant?"""
+        analysis = self.analysis
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope:
+                continue
+            if type(stmt) is cst.Assign and not self._made_up(stmt.value, ctx, 6) and any(
+                    type(target.target) is cst.Subscript and dotted_name(target.target.value) == name
+                    for target in stmt.targets):
+                return True
+            for call in analysis.calls_in(stmt):
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value == "copy_" and dotted_name(func.value) == name:
+                    return True
         return False
 
     def _runs_top_level_code(self) -> bool:
@@ -1817,10 +1883,19 @@ for step, (x, y) in enumerate(loader):
         analysis = self.analysis
         memo = analysis.module_scope._memo
         if "tl201_top_level_code" not in memo:
+            memo["tl201_top_level_code"] = False  # recursion guard: a model run asks again
             memo["tl201_top_level_code"] = analysis.may_contain("__main__") or any(
-                type(stmt) in (cst.For, cst.While) for stmt, ctx in analysis.module_scope.statements
-                if ctx.scope is analysis.module_scope)
+                type(stmt) in (cst.For, cst.While) or self._top_level_run(stmt, ctx)
+                for stmt, ctx in analysis.module_scope.statements if ctx.scope is analysis.module_scope)
         return memo["tl201_top_level_code"]
+
+    def _top_level_run(self, stmt, ctx: Context) -> bool:
+        """A plain script's statement that does the work: parses its command line
+        (``args = parser.parse_args()``) or runs a model known by evidence."""
+        if type(stmt) not in (cst.Assign, cst.AnnAssign, cst.Expr):
+            return False
+        return any(type(call.func) is cst.Attribute and call.func.attr.value == "parse_args"
+                   or self._is_model_run(call, ctx) for call in self.analysis.calls_in(stmt))
 
     def _reported_in_script(self, call, ctx: Context) -> bool:
         """Does the call run a function of this file that is inference code of a script and is
@@ -1884,7 +1959,7 @@ for step, (x, y) in enumerate(loader):
 
     def _name_says_evaluation(self, name: str) -> bool:
         words = {word.lower() for word in self.options.get("eval-function-words") or DEFAULT_EVAL_WORDS}
-        if "test" in words and is_test_file(self.analysis.path):
+        if "test" in words and self.analysis.is_test_module:
             words.discard("test")  # pytest tests, not evaluation loops
         return any(word in words for word in name_words(name))
 
@@ -1911,7 +1986,7 @@ for step, (x, y) in enumerate(loader):
         records is thrown away unused: ``Predictor.__call__``, ``get_embedding(img)``,
         ``act(obs)``. (statement, call) of its first forward pass, or None."""
         analysis = self.analysis
-        if scope.kind != "function" or is_test_file(analysis.path):
+        if scope.kind != "function" or analysis.is_test_module:
             return None
         name = scope.name
         if name.startswith("__") and name != "__call__":
@@ -1932,7 +2007,8 @@ for step, (x, y) in enumerate(loader):
         for stmt, ctx in own:
             calls = analysis.calls_in(stmt)
             # the model itself, not a helper that may differentiate its result
-            forwards = [call for call in calls if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)]
+            forwards = [call for call in calls if self._is_module_call(call, ctx) or self._runs_model_method(call, ctx)
+                        or self._forward_helper(call, ctx)]
             forward_calls += forwards
             # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
             if forward is None and forwards and not (type(stmt) is cst.Expr and stmt.value is forwards[0]):
@@ -1975,6 +2051,22 @@ for step, (x, y) in enumerate(loader):
         if analysis.may_contain(".numpy(") and self._numpy_of_output(forward[0], own):
             return None  # `.numpy()` raises on a tensor that requires grad: the code says no graph is built
         return forward
+
+    def _forward_helper(self, call, ctx: Context) -> bool:
+        """A method of the same object that runs the model and hands back its output with the
+        graph on every path (``self.produce_action(state)`` returning ``self.actor(state)``'s
+        sampled action), and never backpropagates: a forward pass one call away."""
+        func = call.func
+        if type(func) is not cst.Attribute or dotted_name(func.value) != "self":
+            return False
+        callee = self.analysis.called_function(call, ctx)
+        if callee is None or callee.kind != "function" or callee.grad is not GradMode.ENABLED:
+            return False
+        owner = callee.owner
+        if owner.returns_attached(callee) != "always" or owner.backpropagates(callee) or owner.steps_optimizer(callee):
+            return False
+        rule = self if owner is self.analysis else type(self)(owner, [], self.options)
+        return rule._runs_forward(callee, 1)
 
     def _returns_forward_result(self, scope, forward_calls) -> bool:
         """Is a value the function returns attached once its forward calls count as attached?
@@ -2253,8 +2345,10 @@ for step, (x, y) in enumerate(loader):
         inference entry point (``predict``, ``do_detect``). A bare ``model(dummy)`` is a dry run;
         tests, and functions named for exporting, tracing or profiling, are left alone."""
         analysis = self.analysis
-        if type(stmt) not in (cst.Assign, cst.AnnAssign) or scope.kind != "function" or is_test_file(analysis.path):
+        if type(stmt) not in (cst.Assign, cst.AnnAssign) or analysis.is_test_module:
             return None  # (`return model.log_prob(x)` after `.eval()` hands the graph on: an API, maybe differentiated)
+        if scope.kind != "function" and not (scope.kind == "module" and self._runs_in_inference_script(scope)):
+            return None  # (a top level that trains nothing: `model.eval()` then `out = model(img)` in a demo script)
         switches = scope._memo.get("tl201_switches", {})
         switched = set()
         for start, _ in regions:
@@ -2274,7 +2368,7 @@ for step, (x, y) in enumerate(loader):
                 func.attr.value == "forward" or self._runs_model_method(call, ctx)) else func
             key = dotted_name(target)
             if key is not None and any(key == model or key.startswith(model + ".") for model in switched) \
-                    and self._is_forward(call, ctx):
+                    and self._is_forward(call, ctx) and not (scope.kind == "module" and self._synthetic_inputs(call, ctx)):
                 return call  # the model, or one of its parts (`model.eval()` then `model.encoder(x)`)
         return None
 
@@ -2598,13 +2692,6 @@ def _kept_values(stmt):
 def _number_of(call) -> bool:
     """``int(logits.argmax())``, ``float(score)``: a tensor made a Python number."""
     return type(call.func) is cst.Name and call.func.value in ("int", "float") and len(call.args) == 1
-
-
-def _periodic_test(test) -> bool:
-    """``step % 50 == 0``, ``(i + 1) % args.log_every == 0``, ``not step % n``: every N steps."""
-    return any(type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
-               and not type(node.left) in (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-               for node in iter_expression_nodes(test))
 
 
 def _local_target(target) -> bool:

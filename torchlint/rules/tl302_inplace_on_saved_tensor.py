@@ -22,6 +22,13 @@ OUTPUT_SAVING_OPS = frozenset({
     "logsumexp", "cumprod", "prod", "norm", "det", "inverse", "inv", "pinv", "cholesky",
     "eigh", "eigvalsh", "symeig", "svd", "svdvals", "qr",
 })
+# Activations that save their input when run out of place but their result when run in place
+# (measured on torch 2.13: `y = F.leaky_relu(x, inplace=True); y += 1` makes backward() raise).
+INPLACE_OUTPUT_SAVING_OPS = frozenset({"leaky_relu", "elu", "selu", "celu", "rrelu"})
+INPLACE_OUTPUT_SAVING_MODULES = {
+    "LeakyReLU": ("leaky_relu", 1), "ELU": ("elu", 1), "SELU": ("selu", 0), "CELU": ("celu", 1),
+    "RReLU": ("rrelu", 2),
+}  # class: (op, position of its `inplace` argument)
 OUTPUT_SAVING_ALIASES = {"expit": "sigmoid"}  # torch.special.expit
 OUTPUT_SAVING_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
 OUTPUT_SAVING_MODULES = {
@@ -749,7 +756,7 @@ class Block(nn.Module):
             for previous, layer in zip(layers, layers[1:]):
                 if type(previous) is not cst.Call or type(layer) is not cst.Call:
                     continue
-                if self._saving_constructor(previous, MAX_ALIAS_DEPTH, ctx) is None or not _builds_in_place(self.analysis, layer):
+                if self._saving_constructor(previous, 0, ctx) is None or not _builds_in_place(self.analysis, layer):
                     continue
                 self.report(layer, self.SEQUENCE_MESSAGE.format(layer=self.code(layer, 40), previous=self.code(previous, 40)),
                             self.SEQUENCE_FIX.format(layer=self.code(layer.func, 30)))
@@ -1132,7 +1139,7 @@ class Block(nn.Module):
         if qualified is not None:
             namespace, _, name = qualified.rpartition(".")
             name = OUTPUT_SAVING_ALIASES.get(name, name)
-            if namespace in OUTPUT_SAVING_NAMESPACES and name in OUTPUT_SAVING_OPS:
+            if namespace in OUTPUT_SAVING_NAMESPACES and (name in OUTPUT_SAVING_OPS or _inplace_saving_call(name, call)):
                 arguments = call_arguments(call)
                 op, source = qualified, arguments[0] if arguments else keyword_argument(call, "input")
         elif type(func) is cst.Attribute and func.attr.value in OUTPUT_SAVING_OPS:
@@ -1234,6 +1241,11 @@ class Block(nn.Module):
                 for layer in layers[:-1]
             )
             return found[0], trained
+        if last_part(qualified) in INPLACE_OUTPUT_SAVING_MODULES:
+            _, position = INPLACE_OUTPUT_SAVING_MODULES[last_part(qualified)]
+            if _inplace_true(constructor) or _true_at(constructor, position):
+                return f"{self.code(constructor, 40)}", False  # its result, when it runs in place
+            return None
         if last_part(qualified) not in OUTPUT_SAVING_MODULES:
             return None  # (an inplace=True ReLU saves its result all the same: `x = self.relu(x); x += y` raises)
         return f"{dotted_name(constructor.func)}()", False
@@ -1758,6 +1770,20 @@ def _builds_in_place(analysis, layer) -> bool:
     positional = [arg.value for arg in layer.args if arg.keyword is None]
     return name in INPLACE_FIRST_LAYERS and bool(positional) and type(positional[0]) is cst.Name \
         and positional[0].value == "True"
+
+
+def _inplace_saving_call(name: str, call) -> bool:
+    """``F.leaky_relu(x, 0.2, inplace=True)``, ``F.elu_(x)``: an activation run in place, which
+    saves its result for backward."""
+    if name.endswith("_") and name[:-1] in INPLACE_OUTPUT_SAVING_OPS:
+        return True
+    return name in INPLACE_OUTPUT_SAVING_OPS and _inplace_true(call)
+
+
+def _true_at(call, position: int) -> bool:
+    """Is the positional argument at ``position`` the literal ``True``?"""
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    return len(positional) > position and type(positional[position]) is cst.Name and positional[position].value == "True"
 
 
 def _inplace_true(call) -> bool:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, Loop, dotted_name, is_test_file, model_roles, name_words
+from torchlint.analysis import Context, Loop, dotted_name, model_roles, name_words
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, source_of
 from torchlint.rule import Rule
@@ -292,7 +292,7 @@ def train_one_epoch(model, criterion, loader, optimizer, scaler, amp):
         every call adds its gradients to all the earlier calls' ones."""
         scope = ctx.scope
         analysis = self.analysis
-        if scope.kind != "function" or ctx.guard is not None or is_test_file(analysis.path):
+        if scope.kind != "function" or ctx.guard is not None or analysis.is_test_module:
             return
         if not STEP_FUNCTION_WORDS.intersection(word.lower() for word in name_words(scope.name)):
             return

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, call_name, dotted_name, last_part
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, call_name, dotted_name, last_part, periodic_test
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertAfter, InsertBefore, Replace, source_of
 from torchlint.rule import Rule
@@ -67,6 +67,10 @@ class GradScalerProtocol(Rule):
         "`{step}` is never followed by `{scaler}.update()`: the next `{scaler}.step()` raises and the "
         "loss scale never adapts"
     )
+    PERIODIC_UPDATE_MESSAGE = (
+        "`{step}` runs every iteration but `{scaler}.update()` only under `{test}`: the next "
+        "`{scaler}.step()` before an update raises, and the loss scale adapts only every N steps"
+    )
     UPDATE_FIX = "call `{scaler}.update()` once per iteration, right after `{step}`"
     AUTOFIX = (
         "Safe, each the documented protocol: inserts `scaler.unscale_(optimizer)` right before the "
@@ -120,6 +124,14 @@ class Trainer:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)  # expect: TL503
         self.scaler.step(self.optimizer)
         self.scaler.update()
+""",
+        """\
+for step, batch in enumerate(loader):
+    optimizer.zero_grad()
+    scaler.scale(model(batch).mean()).backward()
+    scaler.step(optimizer)  # expect: TL503
+    if step % 100 == 0:
+        scaler.update()  # only every 100 steps: the second step() raises
 """,
     ]
     VALID = [
@@ -192,6 +204,23 @@ if use_amp:
     scaler.update()
 else:
     optimizer.step()
+""",
+        """\
+for step, batch in enumerate(loader):
+    scaler.scale(model(batch).mean() / accumulation).backward()
+    if (step + 1) % accumulation == 0:
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+""",
+        """\
+for step, batch in enumerate(loader):
+    optimizer.zero_grad()
+    scaler.scale(model(batch).mean()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    if step % 1000 == 0 and scaler.get_scale() < 1.0:
+        scaler.update(2.0)  # a manual bump on top of the per-step update
 """,
     ]
 
@@ -422,6 +451,11 @@ else:
         if key is None or analysis.scaler_disabled(scaler, ctx):
             return
         if self._updated(scaler):
+            periodic = self._update_only_every_n_steps(key, node, ctx)
+            if periodic is not None:
+                self.report(node, self.PERIODIC_UPDATE_MESSAGE.format(
+                    step=self.code(call, 50), scaler=self.code(scaler, 40), test=self.code(periodic, 40)),
+                    self.UPDATE_FIX.format(scaler=self.code(scaler, 40), step=self.code(call, 50)))
             return
         if self._scaler_escapes(key, ctx):
             return  # handed to a helper that may update it
@@ -434,6 +468,32 @@ else:
                                InsertAfter(node, f"{source_of(analysis, scaler)}.update()"))
         self.report(node, self.UPDATE_MESSAGE.format(step=step, scaler=name), self.UPDATE_FIX.format(scaler=name, step=step),
                     autofix=autofix)
+
+    def _update_only_every_n_steps(self, key: str, node, ctx: Context):
+        """The ``if step % n == 0:`` test that every ``key.update()`` of the step's loop sits
+        under while the step itself runs on every iteration (None otherwise): the second
+        ``step()`` before an ``update()`` raises."""
+        analysis = self.analysis
+        loop = ctx.loop
+        if loop is None or loop.implicit is not None:
+            return None
+        scope = ctx.scope
+        step_tests = {id(test) for test, _ in analysis.branch_tests(node, scope)}
+        periodic = None
+        found = False
+        for stmt, stmt_ctx in scope.statements:
+            if stmt_ctx.scope is not scope or not loop.contains(stmt_ctx.order):
+                continue
+            if not any(type(call.func) is cst.Attribute and call.func.attr.value == "update"
+                       and dotted_name(call.func.value) == key for call in analysis.calls_in(stmt)):
+                continue
+            found = True
+            test = next((test for test, positive in analysis.branch_tests(stmt, scope)
+                         if positive and id(test) not in step_tests and periodic_test(test)), None)
+            if test is None:
+                return None  # updated on every pass (or under the step's own test)
+            periodic = periodic or test
+        return periodic if found else None
 
     def _scaler_escapes(self, key: str, ctx: Context) -> bool:
         """Is the scaler passed to a function that may update it: one of another file, or one of
