@@ -48,6 +48,8 @@ class AttachmentQueries:
         if "roots" in scope._memo:
             return scope._memo["roots"]
         roots: set[str] = set()
+        sites: dict[str, list] = {}  # a name backpropagated directly -> the contexts where it is
+        scope._memo["root sites"] = sites
         if not (self.may_contain("backward") or self.may_contain("autograd") or self.may_contain(".step(")
                 or self.may_contain("scaler(")):
             scope._memo["roots"] = frozenset()
@@ -71,7 +73,9 @@ class AttachmentQueries:
                     operand = positional[0]
                 else:
                     continue
-                roots.update(_tensor_operand_keys(operand))
+                for key in _tensor_operand_keys(operand):
+                    roots.add(key)
+                    sites.setdefault(key, []).append(stmt_ctx)
         # `loss = torch.mean(losses); loss.backward()`: the per-sample losses hold the graph too
         pending = list(roots)
         while pending:
@@ -283,7 +287,29 @@ class AttachmentQueries:
         )
 
     def _backpropagated(self, binding: Binding) -> bool:
-        return binding.key in self.backward_roots(binding.ctx.scope)
+        """Is the value this binding gives its name the one a ``backward()`` runs on? Where the
+        name is backpropagated directly, the binding must reach one of those calls (the training
+        step's ``loss`` says nothing of an evaluation loop's ``loss = loss.detach()``)."""
+        scope = binding.ctx.scope
+        if binding.key not in self.backward_roots(scope):
+            return False
+        sites = scope._memo.get("root sites", {}).get(binding.key)
+        if not sites:
+            return True  # backpropagated through what it was reduced into
+        for site in sites:
+            if site.order <= binding.ctx.order:
+                # only the next pass of a loop around both can bring the binding to the call,
+                # unless the pass binds the name afresh before the call
+                loops = [loop for loop in site.visible_loops if loop.contains(binding.ctx.order)]
+                if loops and not any(
+                        loops[-1].contains(earlier.ctx.order) and earlier.ctx.order < site.order
+                        and earlier.ctx.loop is loops[-1] and earlier.ctx.guard is None
+                        for earlier in self.reaching_bindings(binding.key, site)):
+                    return True
+                continue
+            if any(reaching is binding for reaching in self.reaching_bindings(binding.key, site)):
+                return True
+        return False
 
     @staticmethod
     def parameter_default(binding: Binding | None):

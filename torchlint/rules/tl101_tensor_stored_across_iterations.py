@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import re
 
-from torchlint.analysis import ATTACHMENT_TOKENS, STORES, STORING_METHODS, Context, dotted_name, mentioned_keys, storage_key
+from torchlint.analysis import (
+    ATTACHMENT_TOKENS, STORES, STORING_METHODS, Context, _del_targets, dotted_name, empty_container, mentioned_keys, storage_key,
+)
 from torchlint.lazy import cst
 from torchlint.fix import Fix, detach_fix
 from torchlint.rule import Rule
@@ -311,6 +313,57 @@ for episode in range(episodes):
     loss.backward()
     optimizer.step()
 """,
+        """\
+class AffinityNet(nn.Module):
+    def __init__(self, backbone):
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Conv2d(448, 448, 1)
+        self.features = []
+        self.backbone[15].register_forward_hook(self.keep)
+        self.optimizer = torch.optim.Adam(self.parameters())
+
+    def keep(self, module, inputs, output):
+        self.features.append(output)
+
+    def forward(self, x):
+        self.backbone(x)
+        out = self.head(torch.cat(self.features, 1))
+        self.features.clear()  # read and emptied by every pass that fills it
+        return out
+
+    def train_step(self, x, y):
+        self.optimizer.zero_grad()
+        loss = (self(x) - y).pow(2).mean()
+        loss.backward()
+        self.optimizer.step()
+""",
+        """\
+class Probe(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])
+        self.activations = []
+
+    def forward(self, x):
+        self.activations = []  # holds one pass's per-layer outputs, no more
+        for layer in self.layers:
+            x = layer(x)
+            self.activations.append(x)
+        return x
+""",
+        """\
+def rollout_loss(model, state, targets):
+    model.train()
+    latents = []
+    loss = 0
+    for t in range(targets.size(1)):  # time steps of one training step
+        z = model.z_network(state)
+        latents.append(z)
+        state = model.predictor(state, z)
+        loss = loss + F.mse_loss(state, targets[:, t])
+    return loss
+""",
     ]
 
     KEPT_MESSAGE = (
@@ -424,6 +477,10 @@ for episode in range(episodes):
             return  # rebuilt or emptied every iteration: nothing outlives it
         if loop.implicit is not None and analysis.consumed_elsewhere(key, ctx):
             return  # a stack another hook pops: one entry per layer in flight
+        if loop.implicit is not None and loop.implicit.startswith("registered as") and self._emptied_by_reader(key, ctx):
+            return  # a forward hook's features, read and cleared by the method that runs the model
+        if self._within_one_step(key, loop, ctx):
+            return  # a time-step or per-layer unroll of one step: its graph is that step's
         scope = ctx.scope
         if scope.kind == "function" and key in analysis.returned_keys(scope) and not any(
             analysis.loop_always_backpropagates(outer) for outer in ctx.loops
@@ -435,6 +492,65 @@ for episode in range(episodes):
             return  # collected for one backward() over all of them
         self.report(node, self.MESSAGE.format(stmt=self.code(node, 60)), self._fix(value),
                     autofix=detach_fix(analysis, [value], ctx, key))
+
+    def _emptied_by_reader(self, key: str, ctx: Context) -> bool:
+        """Does a method of the hook's class other than an epoch-level one empty the container
+        (``self.features.clear()``, ``self.features = []``): the method that runs the model,
+        reads what the hooks collected and clears it for the next pass?"""
+        class_scope = ctx.scope.class_scope
+        if class_scope is None or not key.startswith("self."):
+            return False
+        analysis = self.analysis
+        for method in analysis.scopes.values():
+            if method.kind != "function" or method.class_scope is not class_scope or method is ctx.scope \
+                    or method.name == "__init__" or "epoch" in method.name.lower():
+                continue
+            for binding in method.bindings.get(key, ()):
+                if binding.kind == "assign" and empty_container(binding.value):
+                    return True
+            for stmt, stmt_ctx in method.statements:
+                if stmt_ctx.scope is method and self._clears(stmt, key):
+                    return True
+        return False
+
+    @staticmethod
+    def _clears(stmt, key: str) -> bool:
+        if type(stmt) is cst.Del:
+            return any(storage_key(target.value) == key for target in _del_targets(stmt))
+        if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
+            func = stmt.value.func
+            return type(func) is cst.Attribute and func.attr.value == "clear" and dotted_name(func.value) == key
+        return False
+
+    def _within_one_step(self, key: str, loop, ctx: Context) -> bool:
+        """Is the loop an unroll inside one step (time steps, layers) whose container lives for
+        one call: a local of the function, or ``self.x = []`` on every call before the loop;
+        the loop neither goes over batches nor backpropagates, and the function hands its graph
+        on (returns attached values, or backpropagates after the loop)? Then what it stores is
+        part of the step's own graph, freed with it."""
+        analysis = self.analysis
+        scope = ctx.scope
+        if loop is None or loop.implicit is not None or scope.kind != "function" or loop.scope is not scope:
+            return False
+        if analysis.header_names_steps(loop) or analysis.loop_backpropagates(loop):
+            return False
+        if any(outer.implicit is None and outer is not loop and analysis.is_step_loop(outer) for outer in ctx.loops):
+            return False
+        name = key.partition("[")[0]
+        bindings = scope.bindings.get(name, ())
+        if name.startswith("self.") and scope.class_scope is not None:
+            bindings = [binding for binding in scope.class_scope.bindings.get(name, ()) if binding.ctx.scope is scope]
+        fresh = [binding for binding in bindings if binding.kind == "assign" and binding.ctx.order < loop.start
+                 and not binding.ctx.visible_loops and binding.ctx.guard is None and empty_container(binding.value)]
+        if not fresh:
+            return False
+        if key.startswith("self."):
+            pass  # bound afresh by every call, before the loop
+        elif "." in key or analysis.outlives_call(key, ctx) or any(binding.kind in ("param", "global") for binding in bindings):
+            return False
+        if key in analysis.returned_keys(scope):
+            return False
+        return analysis.returns_attached(scope) is not None or analysis.backpropagates(scope)
 
     def _detached_after(self, key: str, loop) -> bool:
         """Is every use of the container after the loop, up to its next binding, cut from the

@@ -251,6 +251,27 @@ for samples, targets in loader:
     loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters())  # backward and step
     log(loss.item())
 """,
+        """\
+def train(model, loader, eval_loader, accelerator, optimizer):
+    for step in range(100):
+        for batch in loader:
+            logits, preds, loss = model(**batch)
+            loss = loss / 4
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            if step % 10 == 0:
+                model.eval()
+                log = {"val_loss": 0}
+                for batch in eval_loader:
+                    with torch.inference_mode():
+                        logits, preds, loss = model(**batch)
+                    loss = loss.detach()
+                    if accelerator.num_processes > 1:
+                        loss = torch.mean(accelerator.gather_for_metrics(loss))
+                    log["val_loss"] += loss
+                model.train()
+""",
     ]
 
     def visit_AugAssign(self, node, ctx: Context) -> None:
