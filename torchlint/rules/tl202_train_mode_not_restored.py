@@ -465,6 +465,22 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 for epoch in range(epochs):
     train_one_epoch(model, loader, optimizer, dist_model)
 """,
+        """\
+class Adapter:
+    def adapt(self, volume, num_steps):
+        for step in range(num_steps):
+            self.norm.eval()
+            self.scores.append(self.test_volume(volume))
+            self.norm.train() if self.fit_norm_params else self.norm.eval()
+            self.optimizer.zero_grad()
+            for x in volume:
+                self._accumulate_gradients(x)
+            self.optimizer.step()
+
+    def _accumulate_gradients(self, x):
+        loss = self.ddpm_loss(self.seg(self.norm(x)))
+        loss.backward()
+""",
     ]
 
     def visit_For(self, node, ctx: Context) -> None:
@@ -846,6 +862,13 @@ def _switch_of(stmt):
     if found is not None:
         return found
     value = getattr(stmt, "value", None) if type(stmt) in (cst.Expr, cst.Assign, cst.AnnAssign) else None
+    if type(value) is cst.IfExp:
+        # `self.norm.train() if self.fit_norm else self.norm.eval()`: may switch back to training
+        for arm in (value.body, value.orelse):
+            found = _switch_of(cst.Expr(value=arm))
+            if found is not None and found[0] == "train":
+                return found
+        return None
     while type(value) is cst.Call and type(value.func) is cst.Attribute:
         if value.func.attr.value == "train" and value.args:
             return "train", value.func.value
