@@ -1273,6 +1273,43 @@ if __name__ == "__main__":
     out = model(x)  # a model file's smoke test on made-up inputs
     print(out.shape)
 """,
+        """\
+def plan_actions(model, inputs, actions, steps, uncertainty_weight):
+    actions.requires_grad = True
+    optimizer_a = optim.Adam([actions], 0.1)
+    for i in range(steps):
+        optimizer_a.zero_grad()
+        model.zero_grad()
+        model.eval()  # no dropout while planning
+        pred, _ = model.forward(inputs, actions, sampling="fp")
+        loss = proximity_cost(pred[0], pred[1].data).mean()
+        if uncertainty_weight > 0:
+            model.train()
+            loss = loss + uncertainty_weight * uncertainty(model, inputs, actions)
+        loss.backward()  # the gradient of the plan's cost with respect to the actions
+        optimizer_a.step()
+    return actions.detach()
+""",
+        """\
+from torch.autograd import Variable
+from torch.optim import RMSprop
+
+class Attribution:
+    def find_baseline(self, width):
+        self.model.eval()
+        baseline = Variable(torch.zeros(1, width), requires_grad=True)
+        optimizer = RMSprop([baseline], lr=1e-2)
+        epoch = 0
+        while epoch <= 100:
+            epoch += 1
+            self.model.zero_grad()
+            optimizer.zero_grad()
+            output = self.model.forward(baseline)  # the input is optimised through the frozen model
+            loss = torch.sum(output ** 2)
+            loss.backward()
+            optimizer.step()
+        self.baseline = baseline.data
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -1351,8 +1388,10 @@ if __name__ == "__main__":
             for call in analysis.calls_in(stmt):
                 target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
                 if dotted_name(target) in candidates and self._is_module_call(call, ctx) \
-                        and not any(analysis.is_attached(arg.value, ctx) for arg in call.args):
-                    # (`vgg(fake)` on a generator's output is a perceptual loss: backward goes through it)
+                        and not any(analysis.is_attached(arg.value, ctx) or analysis.is_grad_leaf(arg.value, ctx)
+                                    for arg in call.args):
+                    # (`vgg(fake)` on a generator's output is a perceptual loss, `model(x_adv)` on an
+                    # input optimised through the frozen model an attack: backward goes through it)
                     message = self.FROZEN_MESSAGE if dotted_name(target) in frozen else self.COPY_MESSAGE
                     self.report(stmt, message.format(call=self.code(call, 50), model=dotted_name(target)),
                                 f"run `{dotted_name(target)}` under `with torch.no_grad():`")
@@ -2324,8 +2363,8 @@ if __name__ == "__main__":
                 # until the script ends, keeps the activations of the whole forward pass
                 call = next((call for call in self.analysis.calls_in(stmt) if self._is_model_run(call, ctx)
                              and not self._synthetic_inputs(call, ctx)), None)
-            if call is None:
-                continue
+            if call is None or self._output_backpropagated(stmt, call, scope):
+                continue  # (`pred = model(x)` … `loss(pred).backward()`: the graph is used, planning by backprop)
             for region in inside:
                 if region not in trains:
                     trains[region] = self._trains(scope, region)
@@ -2337,6 +2376,35 @@ if __name__ == "__main__":
                 # training in the region can use a graph that is cut where it is made
                 return stmt, call
         return None
+
+    def _output_backpropagated(self, stmt, call, scope) -> bool:
+        """Does a ``backward()`` of the function, one that runs whenever the statement does,
+        run on something computed from the names it binds (actions optimised through a model
+        in eval mode by planning)? A ``backward()`` only under a test the statement is not
+        under (``if train:``) says nothing of an evaluation pass."""
+        if type(stmt) not in (cst.Assign, cst.AnnAssign) or _detached_on_the_spot(stmt, call, self.analysis):
+            return False
+        targets = [target.target for target in stmt.targets] if type(stmt) is cst.Assign else [stmt.target]
+        names = []
+        for target in targets:
+            elements = [element.value for element in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+            if not all(type(element) is cst.Name for element in elements):
+                return False  # (`features[k] = ...`: a store, not the planning shape)
+            names += [element.value for element in elements]
+        analysis = self.analysis
+        if not set(names) & analysis.backpropagated_keys(scope):
+            return False
+        tests = {id(test) for test, _ in analysis.branch_tests(stmt, scope)}
+        ctx = next(stmt_ctx for other, stmt_ctx in scope.statements if other is stmt)
+        loop = ctx.visible_loops[-1] if ctx.visible_loops else None
+        return any(
+            call_name(inner) in BACKWARD_FUNCTIONS
+            and all(id(test) in tests for test, _ in analysis.branch_tests(other, scope))
+            for other, other_ctx in scope.statements
+            # later in the same pass: the backward of this very forward pass
+            if other_ctx.scope is scope and type(other) is cst.Expr and other_ctx.order > ctx.order
+            and (other_ctx.visible_loops[-1] if other_ctx.visible_loops else None) is loop
+            for inner in analysis.calls_in(other))
 
     def _switched_model_run(self, stmt, ctx: Context, scope, regions):
         """The forward call of a statement that runs, once, the very model the function itself
