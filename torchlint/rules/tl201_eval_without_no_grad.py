@@ -1568,12 +1568,13 @@ class Attribution:
                     return stmt, call
         return None
 
-    def _only_read_as_data(self, names: set, statements) -> bool:
+    def _only_read_as_data(self, names: set, statements, helpers: bool = False) -> bool:
         """Is every later use of the names, until they are bound again, turned into data where
-        it is read (``x.data``, ``x.detach()``, ``x.cpu().numpy()``, ``x.tolist()``), and is there one?"""
+        it is read (``x.data``, ``x.detach()``, ``x.cpu().numpy()``, ``x.tolist()``; with
+        ``helpers``, also handed to a project function that only reads it), and is there one?"""
         analysis = self.analysis
         used = False
-        for stmt, _ in statements:
+        for stmt, ctx in statements:
             converted = set()
             for expr in analysis.own_expressions(stmt):
                 for node in iter_expression_nodes(expr):
@@ -1586,9 +1587,13 @@ class Attribution:
                         receiver = _conversion_source(receiver, GRAPH_KEEPING_CONVERSIONS)
                         if type(receiver) is cst.Name:
                             converted.add(id(receiver))
+                    elif helpers and type(node) is cst.Call:
+                        converted.update(id(argument) for argument in self._read_as_data_by(node, ctx))
+            bound = {id(node) for target in getattr(stmt, "targets", [stmt]) for node in iter_expression_nodes(target.target)
+                     if type(node) is cst.Name} if type(stmt) in (cst.Assign, cst.AnnAssign) else set()
             for expr in analysis.own_expressions(stmt):
                 for node in iter_expression_nodes(expr):
-                    if type(node) is cst.Name and node.value in names:
+                    if type(node) is cst.Name and node.value in names and id(node) not in bound:
                         if id(node) not in converted:
                             return False
                         used = True
@@ -1597,6 +1602,23 @@ class Attribution:
                     iter_expression_nodes(target.target) if type(node) is cst.Name}:
                 break  # bound again
         return used
+
+    def _read_as_data_by(self, call, ctx: Context) -> list:
+        """The name arguments of a call of a project function that only reads them: it keeps
+        none of them, returns nothing attached and trains nothing (``self._sample_actions(logits)``
+        returning a sampled action as a NumPy array)."""
+        names = [arg.value for arg in call.args if type(arg.value) is cst.Name]
+        if not names:
+            return []
+        analysis = self.analysis
+        callee = analysis.called_function(call, ctx)
+        if callee is None or callee.kind != "function":
+            return []
+        owner = callee.owner
+        if owner.returns_attached(callee) is not None or owner.passes_tensors_through(callee) \
+                or owner.backpropagates(callee) or owner.steps_optimizer(callee) or owner.kept_parameters(callee):
+            return []
+        return names
 
     def _report_evaluation_run(self, scope) -> bool:
         """Reports the first call, with grad enabled, of a function of the project that trains
@@ -2059,7 +2081,10 @@ class Attribution:
                 self._inference_only_file() and not DRY_RUN_WORDS & {word.lower() for word in name_words(name)}
                 and self._runs_loaded_weights(forward[1]))):
             return None  # an inference function says so by its results, its name, or its file and its model
-        if self._grad_unknown(scope) or analysis.backpropagates(scope) or analysis.steps_optimizer(scope):
+        if self._grad_unknown(scope):
+            return None
+        if (analysis.backpropagates(scope) or analysis.steps_optimizer(scope)) \
+                and not self._trains_only_elsewhere(scope, forward, own):
             return None
         words = {word.lower() for word in name_words(name)}
         if GRADIENT_WORDS & words:
@@ -2090,6 +2115,27 @@ class Attribution:
         if analysis.may_contain(".numpy(") and self._numpy_of_output(forward[0], own):
             return None  # `.numpy()` raises on a tensor that requires grad: the code says no graph is built
         return forward
+
+    def _trains_only_elsewhere(self, scope, forward, own) -> bool:
+        """Does the function train only through a call (an agent's ``step()`` that runs
+        ``self.train()`` once its buffer is full), with no ``backward()`` or optimizer step of
+        its own, while what its forward pass binds is only ever read as data? Then the
+        training runs on other tensors, and the rollout's graph is thrown away."""
+        analysis = self.analysis
+        for stmt, ctx in scope.statements:
+            if ctx.scope is scope and any(call_name(call) in BACKWARD_FUNCTIONS or analysis._is_step_call(call, ctx)
+                                          for call in analysis.calls_in(stmt)):
+                return False
+        stmt, _ = forward
+        if type(stmt) is not cst.Assign:
+            return False
+        names = {node.value for target in stmt.targets for node in iter_expression_nodes(target.target)
+                 if type(node) is cst.Name}
+        index = next((i for i, (other, _) in enumerate(own) if other is stmt), None)
+        if not names or index is None:
+            return False
+        after = [(other, ctx) for other, ctx in own[index + 1:] if not analysis.exclusive_branches(stmt, other, scope)]
+        return self._only_read_as_data(names, after, helpers=True)
 
     def _forward_helper(self, call, ctx: Context) -> bool:
         """A method of the same object that runs the model and hands back its output with the
