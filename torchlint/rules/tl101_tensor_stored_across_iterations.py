@@ -505,13 +505,20 @@ def rollout_loss(model, state, targets):
             if method.kind != "function" or method.class_scope is not class_scope or method is ctx.scope \
                     or method.name == "__init__" or "epoch" in method.name.lower():
                 continue
-            for binding in method.bindings.get(key, ()):
-                if binding.kind == "assign" and empty_container(binding.value):
-                    return True
-            for stmt, stmt_ctx in method.statements:
-                if stmt_ctx.scope is method and self._clears(stmt, key):
-                    return True
+            # read, then emptied, and not mentioned again: nothing is left when the method returns
+            # (a reset at the start of the call, as Grad-CAM's, leaves the last pass's graph behind)
+            mentions = [(stmt, stmt_ctx) for stmt, stmt_ctx in method.statements if stmt_ctx.scope is method
+                        and type(stmt).__name__ not in ("If", "For", "While", "With", "Try")
+                        and any(mention == key or mention.startswith(key + ".") for mention in mentioned_keys(stmt))]
+            if len(mentions) >= 2 and self._empties(mentions[-1][0], key) \
+                    and not any(self._empties(stmt, key) for stmt, _ in mentions[:-1]):
+                return True
         return False
+
+    def _empties(self, stmt, key: str) -> bool:
+        if type(stmt) is cst.Assign and any(storage_key(target.target) == key for target in stmt.targets):
+            return empty_container(stmt.value)
+        return self._clears(stmt, key)
 
     @staticmethod
     def _clears(stmt, key: str) -> bool:
