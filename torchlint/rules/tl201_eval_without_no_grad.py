@@ -864,6 +864,25 @@ if __name__ == "__main__":
     fake = model(image, latent)
     save_image(fake.detach().cpu())
 """,
+        """\
+class Diffusion(nn.Module):
+    def p_sample(self, xt, t, eps):
+        return (xt - self.beta[t] * eps) / self.alpha[t].sqrt()
+
+    def sample(self, eps_model, shape):
+        xt = torch.randn(shape)
+        for t in reversed(range(self.n_steps)):
+            eps = eps_model(xt, t)  # expect: TL201
+            xt = self.p_sample(xt, t, eps)  # the helper returns the next step, a local
+        return xt.detach().cpu()
+""",
+        """\
+def face2paint(model, img, size):
+    img = img.resize((size, size))
+    image = to_tensor(img).unsqueeze(0) * 2 - 1
+    output = model(image)[0]  # expect: TL201
+    return to_pil_image((output * 0.5 + 0.5).clip(0, 1))
+""",
     ]
     VALID = [
         """\
@@ -2074,7 +2093,8 @@ class Attribution:
             # `model(example)` alone is a dry run (warm-up, tracing): its result is not used
             if forward is None and forwards and not (type(stmt) is cst.Expr and stmt.value is forwards[0]):
                 forward = stmt, forwards[0]
-            if not converts and (any(call_name(call) in DETACHING_METHODS or _number_of(call) for call in calls)
+            if not converts and (any(call_name(call) in DETACHING_METHODS or _number_of(call) or call_name(call) in IMAGE_SINKS
+                                     for call in calls)
                                  or self._reads_data_of_attached(stmt, ctx)):
                 converts = True
         if forward is None or not (converts or self._name_says_evaluation(name) or _names_generation(name) or (
@@ -2224,8 +2244,13 @@ class Attribution:
             if name in CONTAINER_WRITES or KEEPING_CALL_RE.search(name):
                 return True
             callee = analysis.called_function(call, ctx)
-            if callee is not None and (analysis.backpropagates(callee) or analysis.returns_attached(callee)):
-                return True  # the value goes on to a project function that trains or passes it on
+            if callee is None:
+                continue
+            if callee.owner.backpropagates(callee) or callee.owner.kept_parameters(callee):
+                return True  # the value goes on to a project function that trains on it or keeps it
+            if callee.owner.returns_attached(callee) and not (
+                    kind is cst.Assign and stmt.value is call and all(_local_target(t.target) for t in stmt.targets)):
+                return True  # passed on, and what comes back is not merely a local of this function
         return False
 
     def _generates(self, scope) -> bool:
@@ -2801,6 +2826,10 @@ def _kept_values(stmt):
             if type(node.func) is cst.Attribute and type(node.func.value) is cst.Call:
                 continue  # torch.cat(scores, 1).argmax(1): a tensor method
             yield from (arg.value for arg in node.args)
+
+
+# Calls that turn a tensor into an image on screen or on disk: data, whatever graph it had.
+IMAGE_SINKS = frozenset({"to_pil_image", "save_image", "imwrite", "imsave"})
 
 
 def _number_of(call) -> bool:
