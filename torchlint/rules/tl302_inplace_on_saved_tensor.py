@@ -462,6 +462,15 @@ class FeedForward(nn.Module):
     def forward(self, x):
         return x + self.linear2(self.dropout(F.relu(self.linear1(x))))  # expect: TL302
 """,
+        """\
+class ClipScore(nn.Module):
+    def forward(self, image, text):
+        image_features = self.clip.encode_image(image)
+        text_features = self.clip.encode_text(text)
+        image_features /= image_features.norm(dim=-1, keepdim=True)  # expect: TL302
+        text_features = text_features / text_features.norm(dim=-1, keepdim=True)
+        return (image_features * text_features).sum(-1)
+""",
     ]
     VALID = [
         """\
@@ -725,6 +734,15 @@ class Block(nn.Module):
             nn.Conv2d(c, c, 3), nn.BatchNorm2d(c), nn.ReLU(inplace=True),  # batch norm saves its input
             nn.Dropout(0.1), nn.Conv2d(c, c, 3),
         )
+""",
+        """\
+class Normalised(nn.Module):
+    def forward(self, x):
+        h = self.proj(x)
+        h = h / h.norm(dim=-1, keepdim=True)  # out of place: the saved h is left alone
+        g = self.gate(x)
+        g /= g.sum(dim=-1, keepdim=True)  # a sum saves nothing of its input
+        return h * g
 """,
     ]
 
@@ -1423,6 +1441,8 @@ class Block(nn.Module):
                     saved = any(others)
                 elif kind == "divide":
                     saved = needs[1] or (index == 1 and needs[0])
+                elif kind == "unary":
+                    saved = needs[0]
                 else:  # power
                     saved = any(needs)
                 if saved:
@@ -1446,12 +1466,17 @@ class Block(nn.Module):
         arguments = call_arguments(node)
         if qualified is not None:
             namespace, _, name = qualified.rpartition(".")
+            if namespace in UNARY_INPUT_NAMESPACES and name in UNARY_INPUT_SAVING and arguments:
+                return "unary", arguments[:1], True
             if namespace not in INPUT_SAVING_NAMESPACES or name not in INPUT_SAVING_CALLS:
                 return None
             found = INPUT_SAVING_CALLS[name]
             if name == "einsum":
                 return found, arguments[1:], True
             return (found, arguments[:2], name in TENSOR_ONLY_CALLS) if len(arguments) >= 2 else None
+        if type(func) is cst.Attribute and func.attr.value in UNARY_INPUT_SAVING - {"vector_norm"} \
+                and not self.analysis.is_module(func.value, ctx):
+            return "unary", [func.value], True  # `x.norm(dim=-1, keepdim=True)`: a tensor's method
         if type(func) is cst.Attribute and func.attr.value in INPUT_SAVING_METHODS and arguments:
             name = func.attr.value
             if self.analysis.is_module(func.value, ctx):
@@ -1678,6 +1703,10 @@ INPUT_SAVING_CALLS = {
 TENSOR_ONLY_CALLS = frozenset({"matmul", "mm", "bmm", "einsum", "linear", "conv1d", "conv2d", "conv3d"})
 INPUT_SAVING_METHODS = frozenset({"mul", "multiply", "matmul", "mm", "bmm", "div", "divide", "true_divide", "pow"})
 INPUT_SAVING_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.Tensor"})
+# Reductions that save their one input (measured: `x /= x.norm(dim=-1, keepdim=True)` on a tensor
+# that requires grad makes backward() raise; `x /= x.sum()` does not).
+UNARY_INPUT_SAVING = frozenset({"norm", "vector_norm", "std", "var"})
+UNARY_INPUT_NAMESPACES = frozenset({"torch", "torch.linalg", "torch.Tensor"})
 # torch.nn layers whose weight requires grad: they save their input for the weight's gradient.
 INPUT_SAVING_LAYERS = frozenset({
     "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
