@@ -2130,7 +2130,12 @@ class Attribution:
             return None  # the grad mode is deliberate
         if any(self._lets_graph_out(stmt, ctx, analysis.calls_in(stmt)) for stmt, ctx in own):
             return None
-        if self._returns_forward_result(scope, forward_calls):
+        # (helpers handed the forward's results, bound to locals: `x = self.step(x, eps)`)
+        helpers = [call for stmt, ctx in own if type(stmt) is cst.Assign and type(stmt.value) is cst.Call
+                   and all(type(target.target) is cst.Name for target in stmt.targets)
+                   for call in [stmt.value] if (callee := analysis.called_function(call, ctx)) is not None
+                   and callee.owner.returns_attached(callee)]
+        if self._returns_forward_result(scope, forward_calls + helpers):
             return None  # `elbo = log_p - log_q; return elbo`: the caller gets the graph
         if analysis.may_contain(".numpy(") and self._numpy_of_output(forward[0], own):
             return None  # `.numpy()` raises on a tensor that requires grad: the code says no graph is built
@@ -2249,9 +2254,24 @@ class Attribution:
             if callee.owner.backpropagates(callee) or callee.owner.kept_parameters(callee):
                 return True  # the value goes on to a project function that trains on it or keeps it
             if callee.owner.returns_attached(callee) and not (
-                    kind is cst.Assign and stmt.value is call and all(_local_target(t.target) for t in stmt.targets)):
-                return True  # passed on, and what comes back is not merely a local of this function
+                    kind is cst.Assign and stmt.value is call and all(type(t.target) is cst.Name for t in stmt.targets)
+                    and self._returns_only_data(ctx.scope)):
+                return True  # passed on, and what comes back is not a local (whether that is returned is asked apart)
         return False
+
+    def _returns_only_data(self, scope) -> bool:
+        """Does every ``return`` of the function hand back data cut from the graph
+        (``return xt.detach().cpu()``, or a name last bound so), or nothing?"""
+        analysis = self.analysis
+        for value, ctx in analysis.returned_return_values(scope):
+            if type(value) is cst.Name:
+                bindings = analysis.reaching_bindings(value.value, ctx)
+                if not bindings or not all(binding.kind == "assign" and not binding.element and binding.value is not None
+                                           and _detaching_chain(binding.value) for binding in bindings):
+                    return False
+            elif not _detaching_chain(value):
+                return False
+        return True
 
     def _generates(self, scope) -> bool:
         """A module's ``predict(prefix, n)`` / ``generate(...)`` / ``sample(...)`` decoding step
@@ -2826,6 +2846,16 @@ def _kept_values(stmt):
             if type(node.func) is cst.Attribute and type(node.func.value) is cst.Call:
                 continue  # torch.cat(scores, 1).argmax(1): a tensor method
             yield from (arg.value for arg in node.args)
+
+
+def _detaching_chain(expr) -> bool:
+    """``x.detach().cpu()``, ``out.cpu().numpy()``, ``loss.item()``: a chain of calls one of
+    which cuts the graph."""
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+        if expr.func.attr.value in DETACHING_METHODS:
+            return True
+        expr = expr.func.value
+    return False
 
 
 # Calls that turn a tensor into an image on screen or on disk: data, whatever graph it had.
