@@ -883,6 +883,20 @@ def face2paint(model, img, size):
     output = model(image)[0]  # expect: TL201
     return to_pil_image((output * 0.5 + 0.5).clip(0, 1))
 """,
+        """\
+class Agent:
+    def __init__(self, n_actions, device):
+        self.net = DQN(n_actions).to(device)
+        self.tgt_net = DQN(n_actions).to(device)
+        self.optimizer = torch.optim.Adam(self.net.parameters())
+
+    def calc_loss(self, states, rewards, next_states, gamma):
+        distr = self.net(states)
+        next_distr = self.tgt_net(next_states)  # expect: TL201
+        next_probs = F.softmax(next_distr, dim=1).data.cpu().numpy()
+        projected = torch.tensor(project(next_probs, rewards, gamma))
+        return -(F.log_softmax(distr, dim=1) * projected).sum(dim=1).mean()
+""",
     ]
     VALID = [
         """\
@@ -1329,6 +1343,16 @@ class Attribution:
             optimizer.step()
         self.baseline = baseline.data
 """,
+        """\
+def update(self, state, next_state, reward):
+    value = self.critic(state)
+    next_value = self.critic(next_state)
+    target = reward + self.gamma * next_value.detach()
+    loss = F.mse_loss(value, target) + 0.01 * next_value.pow(2).mean()  # both passes are trained
+    self.optimizer.zero_grad()
+    loss.backward()
+    self.optimizer.step()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -1376,8 +1400,46 @@ class Attribution:
         loop that backpropagates only in one mode, a rollout, an evaluation every N steps, a
         frozen model run inside a training loop."""
         if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
-                and not self._report_discarded_in_loop(scope) and not self._report_frozen_model_run(scope):
-            self._report_periodic_evaluation(scope)
+                and not self._report_discarded_in_loop(scope) and not self._report_frozen_model_run(scope) \
+                and not self._report_periodic_evaluation(scope):
+            self._report_data_only_forward(scope)
+
+    def _report_data_only_forward(self, scope) -> bool:
+        """In a training step (a function that backpropagates, or returns the loss it computes),
+        a forward pass of another network whose results are only read as data: detached on the
+        spot (``q_next = target_net(s).detach()``) or read through ``.data`` / ``.detach()``
+        afterwards (a DQN's ``tgt_net(next_states)`` feeding a projection through ``.data``).
+        No gradient can flow back through it, so its graph is recorded for nothing."""
+        analysis = self.analysis
+        if scope.kind != "function" or scope.grad is not GradMode.ENABLED or analysis.is_test_module \
+                or self._is_module_method(scope) or self._grad_unknown(scope):
+            return False
+        if not (analysis.backpropagates(scope) or analysis.returns_attached(scope) == "always"):
+            return False
+        if not any(analysis.may_contain(token) for token in (".detach(", ".data")):
+            return False
+        own = [(stmt, ctx) for stmt, ctx in scope.statements
+               if ctx.scope is scope and type(stmt).__name__ not in COMPOUND_STATEMENTS]
+        for index, (stmt, ctx) in enumerate(own):
+            if ctx.grad is not GradMode.ENABLED or type(stmt) is not cst.Assign:
+                continue
+            call = next((call for call in analysis.calls_in(stmt) if self._is_model_run(call, ctx)), None)
+            if call is None or any(analysis.is_attached(arg.value, ctx) or analysis.is_grad_leaf(arg.value, ctx)
+                                   for arg in call.args):
+                continue  # (run on an attached input: a critic scoring the actor's action trains the actor)
+            if strip_pass_through(stmt.value) is call:
+                names = {node.value for target in stmt.targets for node in iter_expression_nodes(target.target)
+                         if type(node) is cst.Name}
+                after = [(other, other_ctx) for other, other_ctx in own[index + 1:]
+                         if not analysis.exclusive_branches(stmt, other, scope)]
+                if not names or names & analysis.backpropagated_keys(scope) or not self._only_read_as_data(names, after):
+                    continue
+            elif not _detached_on_the_spot(stmt, call, analysis):
+                continue
+            self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)),
+                        f"run `{self.code(call.func, 40)}` under `with torch.no_grad():` (its result is only used as data)")
+            return True
+        return False
 
     # ------------------------------------------------------------------ a frozen model inside training
 
@@ -1680,10 +1742,10 @@ class Attribution:
 
     # ------------------------------------------------------------------ evaluation every N steps
 
-    def _report_periodic_evaluation(self, scope) -> None:
+    def _report_periodic_evaluation(self, scope) -> bool:
         found = self._periodic_evaluation(scope)
         if found is None:
-            return
+            return False
         stmt, call = found
         autofix = None
         reference = torch_reference(self.analysis)
@@ -1693,6 +1755,7 @@ class Attribution:
                                  Wrap(stmt, stmt, f"with {torch}.no_grad():"), *imports)
         self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)),
                     "run the periodic evaluation under `with torch.no_grad():`", autofix=autofix)
+        return True
 
     def _periodic_evaluation(self, scope):
         """A check every N steps inside a training loop (``if step % 50 == 0:`` then
@@ -2930,11 +2993,21 @@ def _conversion_source(expr, methods, stop=None):
     while expr is not stop:
         if type(expr) is cst.Subscript:
             expr = expr.value
+        elif type(expr) is cst.Call and (dotted_name(expr.func) or "").rpartition(".")[0] in TORCH_FUNCTION_PREFIXES:
+            if not (expr.args and expr.args[0].keyword is None
+                    and last_part(dotted_name(expr.func)) in methods | ELEMENTWISE_FUNCTIONS):
+                break
+            expr = expr.args[0].value  # `F.softmax(logits, dim=1).data`
         elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in methods:
             expr = expr.func.value
         else:
             break
     return expr
+
+
+TORCH_FUNCTION_PREFIXES = frozenset({"F", "torch", "nn.functional", "torch.nn.functional"})
+# Functions of one tensor that keep its graph, read through to what they convert.
+ELEMENTWISE_FUNCTIONS = frozenset({"softmax", "log_softmax", "sigmoid", "tanh", "relu", "exp"})
 
 
 def _class_takes_gradients(code: str) -> bool:
