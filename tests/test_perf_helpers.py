@@ -35,3 +35,31 @@ def test_mentions_training_agrees_on_pairs_and_fixtures():
     disagreeing = [text for text in texts if mentions_training(text) is not (TRAINING_RE.search(text) is not None)]
     assert not disagreeing
     assert any(mentions_training(text) for text in texts) and not all(mentions_training(text) for text in texts)
+
+
+def test_kept_mention_answers_still_record_the_module_read(tmp_path, monkeypatch):
+    """Project.mentions keeps its answers while one file is linted; a kept answer must record
+    the module it read as a dependency again (the cache re-lints on its change), and a new
+    file's lint (``begin``) must read the module again."""
+    from types import SimpleNamespace
+
+    from torchlint.analysis.project import Project
+
+    (tmp_path / "pyproject.toml").write_text("")
+    helper = tmp_path / "helpers.py"
+    helper.write_text("def train_step(model):\n    return model\n")
+    importer = str(tmp_path / "train.py")
+    analysis = SimpleNamespace(path=importer, imports={"helpers": "helpers"})
+    index = Project()
+    index.begin()
+    assert index.mentions(analysis, "helpers.train_step", "def train_step")
+    assert not index.mentions(analysis, "helpers.train_step", "backward")
+    recorded = dict(index.consulted)
+    assert str(helper) in recorded
+    index.consulted.clear()  # the same record: the kept answers answer, and record the read again
+    assert index.mentions(analysis, "helpers.train_step", "def train_step")
+    assert index.consulted == recorded
+    helper.write_text("def other():\n    pass\n")
+    index.begin()  # a new file: read again
+    assert not index.mentions(analysis, "helpers.train_step", "def train_step")
+    assert index.consulted[str(helper)] != recorded[str(helper)]
