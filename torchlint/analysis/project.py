@@ -72,6 +72,9 @@ class Project:
         self._roots: dict[str, str | None] = {}
         self._reads: dict[str, _Read] = {}
         self._located: dict[tuple, tuple] = {}
+        self._importers: dict[object, tuple[str, str]] = {}  # see _importer_parts
+        self._mentions: dict[tuple, tuple] = {}  # mentions' answers while one file is linted
+        self._mentions_for: dict | None = None  # the ``consulted`` record they were read for
         self._indexes: dict[str, tuple] = {}
         # the modules read for the file being linted: path -> (sha256, mtime_ns, size) as read
         self.consulted: dict[str, tuple[str, int, int]] = {}
@@ -138,7 +141,8 @@ class Project:
         """The file of the project module that ``target`` (``.losses.compute_loss``,
         ``models.Net``, ``utils``) names from ``importer``, and the attribute path left inside
         it (``["compute_loss"]``). Answers are kept for a few seconds (files appear and go)."""
-        key = (os.path.dirname(os.path.abspath(importer)), target, os.path.basename(importer))
+        directory, name = self._importer_parts(importer)
+        key = (directory, target, name)
         now = time.monotonic()
         known = self._located.get(key)
         if known is not None and now - known[0] < LOCATE_SECONDS:
@@ -148,6 +152,18 @@ class Project:
             self._located.clear()
         self._located[key] = (now, found)
         return found
+
+    def _importer_parts(self, importer: str) -> tuple[str, str]:
+        """The importing file's absolute directory and base name, remembered per path (and
+        working directory, for a relative one): ``locate`` runs for most calls a rule asks
+        about, and the path arithmetic cost more than the answer's lookup."""
+        key = importer if os.path.isabs(importer) else (importer, os.getcwd())
+        parts = self._importers.get(key)
+        if parts is None:
+            if len(self._importers) > 20_000:
+                self._importers.clear()
+            parts = self._importers[key] = (os.path.dirname(os.path.abspath(importer)), os.path.basename(importer))
+        return parts
 
     def _locate(self, importer: str, target: str) -> tuple[str, list[str]] | None:
         level = len(target) - len(target.lstrip("."))
@@ -364,11 +380,26 @@ class Project:
         target = analysis.imports.get(root)
         if target is None:
             return False
+        # Rules ask the same question of the same import at many calls: the answer is kept while
+        # one file is linted (as long as ``consulted`` is its record), and a kept answer records
+        # the module it read, as reading it again would.
+        if self._mentions_for is not self.consulted:
+            self._mentions_for, self._mentions = self.consulted, {}
+        key = (analysis.path, target, rest, text)
+        known = self._mentions.get(key)
+        if known is not None:
+            path, digest, answer = known
+            if digest is not None:
+                self.consulted[path] = digest
+            return answer
         located = self.locate(analysis.path, f"{target}.{rest}" if rest else target)
         if located is None:
+            self._mentions[key] = (None, None, False)
             return False
-        source = self._text(located[0])
-        return source is not None and text in source
+        read = self._read(os.path.abspath(located[0]))
+        answer = read is not None and text in read.text
+        self._mentions[key] = (read and os.path.abspath(located[0]), read and read.digest, answer)
+        return answer
 
     def definition(self, analysis, qualified: str, hops: int = 0):
         """The scope (function or class) that ``qualified`` — an entry of ``analysis.imports``

@@ -136,6 +136,9 @@ _LEAF_TYPES = _LeafTypes()
 
 def dotted_name(node) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
+    kind = type(node)
+    if kind is not cst.Attribute:  # a bare name (most calls), or no name at all
+        return node.value if kind is cst.Name else None
     parts = []
     while type(node) is cst.Attribute:
         parts.append(node.attr.value)
