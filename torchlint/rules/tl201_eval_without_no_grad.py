@@ -153,7 +153,9 @@ class EvalWithoutNoGrad(Rule):
     an environment's, `fit`, `train(`, `autograd.grad` or `requires_grad` anywhere in the file;
     not a test, and not code of Bayesian-optimisation or probabilistic-programming libraries,
     which differentiate on their own) and does something when run (a top-level loop or an
-    `if __name__ == "__main__":` block) is inference code at its top level and in the
+    `if __name__ == "__main__":` block, or plain top-level statements that parse arguments or
+    run a model; a `test_image.py` is such a script unless it uses a test framework) is
+    inference code at its top level and in the
     functions the top level calls (`main()`, `deploy()`): a forward pass there of a model
     known by evidence (built, loaded or switched to `.eval()`, not merely named so), in a loop
     or bound to a name once, is reported, since nothing the script computes is returned to
@@ -169,7 +171,12 @@ class EvalWithoutNoGrad(Rule):
     even when the code after it trains another model; so is a forward pass in a loop that
     trains nothing (an environment rollout) whose outputs the iteration only reads as data
     (`action.data.numpy()`, `logp.item()`), while outputs kept with their graph (REINFORCE's
-    log-probabilities) are not.
+    log-probabilities) are not. In a training step, a forward pass whose results are only
+    read as data (a target network's `tgt_net(s).detach()`, values read through `.data`) is
+    reported too, and so is an agent's `step()` that trains only through a call
+    (`self.train()` once its buffer is full) while its own rollout forward's outputs are only
+    read as data. A forward pass whose output a `backward()` of the same pass consumes
+    (planning by backpropagating through a model in eval mode) is not evaluation.
 
     Shared train/eval loops: a function of the file that trains for some arguments but is
     called with literal ones that switch its training off (`self._epoch(loader,

@@ -51,7 +51,9 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     decompositions and inverses of `torch.linalg` (`eigh`, `svd`, `qr`, `cholesky`, `inv`,
     `det`…, every output of the multi-output ones) in their `torch.`, method and
     `torch.nn.functional` spellings, and the
-    `nn.Sigmoid` / `nn.Tanh` / `nn.ReLU` / `nn.Softmax` modules (also as the last layer of an
+    `nn.Sigmoid` / `nn.Tanh` / `nn.ReLU` / `nn.Softmax` modules, `LeakyReLU` / `ELU` / `SELU` /
+    `CELU` / `RReLU` when they run in place (`inplace=True`, `F.leaky_relu_`: out of place they
+    save their input, in place their result, measured) (also as the last layer of an
     `nn.Sequential`, or given as a constructor argument's default: `act=nn.ReLU()` kept as
     `self.act`) — while that output is still
     needed: a `backward()` in the same function follows and reaches it, or a `forward()` /
@@ -78,7 +80,11 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     the divisor of `/` / `div` when either side requires grad and the dividend when the
     divisor does, any operand of `**` / `pow` when one requires grad, and the input of a
     `torch.nn` layer with weights (`Linear`, `Conv*`, `LayerNorm`, `BatchNorm*`...): a
-    pre-norm block's `x += self.mlp(self.norm(x))` changes the `x` that `LayerNorm` saved.
+    pre-norm block's `x += self.mlp(self.norm(x))` changes the `x` that `LayerNorm` saved;
+    the input of `norm` / `vector_norm` / `std` / `var` (`x /= x.norm(dim=-1, keepdim=True)`,
+    CLIP-style feature normalisation, raises in backward; `x /= x.sum()` does not). In an
+    `nn.Sequential`, an in-place layer right after a layer or a project block whose output
+    is saved (a block whose `forward` ends in an in-place `LeakyReLU`) is reported too.
 
     ## Why is this bad?
     Autograd saved the output (or the input) for the backward pass and checks its version

@@ -16,7 +16,9 @@ class GradScalerProtocol(Rule):
     Finds mixed-precision training code that breaks `GradScaler`'s protocol after
     `scaler.scale(loss).backward()`: gradients clipped (`clip_grad_norm_`, `clip_grad_value_`)
     before `scaler.unscale_(optimizer)`, `optimizer.step()` called instead of
-    `scaler.step(optimizer)` (also after `unscale_`), or `scaler.step(optimizer)` with no `scaler.update()`.
+    `scaler.step(optimizer)` (also after `unscale_`), or `scaler.step(optimizer)` with no `scaler.update()`
+    (or with its only `update()` under an every-N-steps test such as `if step % 100 == 0:`
+    while the step runs on every iteration).
 
     ## Why is this bad?
     `scaler.scale(loss)` multiplies the loss, and so every gradient, by the loss scale
