@@ -22,6 +22,7 @@ CLAIMS = [
         ("no_grad_clamp", "a saved softmax output clamped in place under no_grad"),
         ("saved_input", "an input that `x * gate` saved clipped in place"),
         ("prenorm_residual", "a residual added in place into the input `LayerNorm` saved"),
+        ("normalised_features", "features divided in place by the norm that saved them"),
     )
 ]
 
