@@ -260,6 +260,10 @@ class EvalWithoutNoGrad(Rule):
         "training loop: its graph is recorded every step for nothing"
     )
     MESSAGE = "`{call}` runs a forward pass in evaluation code with autograd enabled, keeping activations no backward pass will use"
+    DATA_ONLY_MESSAGE = (
+        "`{call}` runs a forward pass with autograd enabled whose results are only read as data "
+        "(`.detach()`, `.data`, `.item()`): the graph it records is never used"
+    )
     MODE_MESSAGE = (
         "`{call}` runs with autograd enabled on every pass, but only `if {test}:` backpropagates: "
         "in the other modes it keeps activations no backward pass will use"
@@ -1439,17 +1443,23 @@ def update(self, state, next_state, reward):
         afterwards (a DQN's ``tgt_net(next_states)`` feeding a projection through ``.data``).
         No gradient can flow back through it, so its graph is recorded for nothing."""
         analysis = self.analysis
-        if scope.kind != "function" or scope.grad is not GradMode.ENABLED or analysis.is_test_module \
+        if scope.kind not in ("function", "module") or scope.grad is not GradMode.ENABLED or analysis.is_test_module \
                 or self._is_module_method(scope) or self._grad_unknown(scope):
             return False
-        if not (analysis.backpropagates(scope) or analysis.returns_attached(scope) == "always"):
+        if not any(analysis.may_contain(token) for token in (".detach(", ".data", ".item(")):
             return False
-        if not any(analysis.may_contain(token) for token in (".detach(", ".data")):
+        # a training step: the function trains or returns its loss; at the top level of a
+        # script, a loop that backpropagates
+        step_function = scope.kind == "function" and (
+            analysis.backpropagates(scope) or analysis.returns_attached(scope) == "always")
+        if scope.kind == "function" and not step_function:
             return False
         own = [(stmt, ctx) for stmt, ctx in scope.statements
                if ctx.scope is scope and type(stmt).__name__ not in COMPOUND_STATEMENTS]
         for index, (stmt, ctx) in enumerate(own):
             if ctx.grad is not GradMode.ENABLED or type(stmt) is not cst.Assign:
+                continue
+            if not step_function and not any(analysis.loop_backpropagates(loop) for loop in ctx.visible_loops):
                 continue
             call = next((call for call in analysis.calls_in(stmt) if self._is_model_run(call, ctx)), None)
             if call is None or any(analysis.is_attached(arg.value, ctx) or analysis.is_grad_leaf(arg.value, ctx)
@@ -1460,12 +1470,18 @@ def update(self, state, next_state, reward):
                          if type(node) is cst.Name}
                 after = [(other, other_ctx) for other, other_ctx in own[index + 1:]
                          if not analysis.exclusive_branches(stmt, other, scope)]
-                if not names or names & analysis.backpropagated_keys(scope) or not self._only_read_as_data(names, after):
+                if not names or names & analysis.backpropagated_keys(scope) \
+                        or not self._only_read_as_data(names, after, derive=3):
                     continue
             elif not _detached_on_the_spot(stmt, call, analysis):
                 continue
-            self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)),
-                        f"run `{self.code(call.func, 40)}` under `with torch.no_grad():` (its result is only used as data)")
+            else:
+                target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
+                key = dotted_name(target)
+                if key is None or not self._frozen_model(key):
+                    continue  # (`fake = generator(z).detach()` in a GAN's discriminator step: the idiom, left alone)
+            self.report(stmt, self.DATA_ONLY_MESSAGE.format(call=self.code(call, 50)),
+                        f"run `{self.code(call.func, 40)}` under `with torch.no_grad():`")
             return True
         return False
 
@@ -1677,13 +1693,15 @@ def update(self, state, next_state, reward):
                     return stmt, call
         return None
 
-    def _only_read_as_data(self, names: set, statements, helpers: bool = False) -> bool:
+    def _only_read_as_data(self, names: set, statements, helpers: bool = False, derive: int = 0) -> bool:
         """Is every later use of the names, until they are bound again, turned into data where
         it is read (``x.data``, ``x.detach()``, ``x.cpu().numpy()``, ``x.tolist()``; with
-        ``helpers``, also handed to a project function that only reads it), and is there one?"""
+        ``helpers``, also handed to a project function that only reads it; with ``derive``,
+        also used to compute a local that is itself only read as data, ``kl = (p * (p /
+        q).log()).sum()`` then ``kl.item()``, to that depth), and is there one?"""
         analysis = self.analysis
         used = False
-        for stmt, ctx in statements:
+        for index, (stmt, ctx) in enumerate(statements):
             converted = set()
             for expr in analysis.own_expressions(stmt):
                 for node in iter_expression_nodes(expr):
@@ -1700,11 +1718,18 @@ def update(self, state, next_state, reward):
                         converted.update(id(argument) for argument in self._read_as_data_by(node, ctx))
             bound = {id(node) for target in getattr(stmt, "targets", [stmt]) for node in iter_expression_nodes(target.target)
                      if type(node) is cst.Name} if type(stmt) in (cst.Assign, cst.AnnAssign) else set()
+            derived = None
+            if derive and type(stmt) is cst.Assign and bound and all(
+                    type(target.target) is cst.Name for target in stmt.targets):
+                derived = {target.target.value for target in stmt.targets}
             for expr in analysis.own_expressions(stmt):
                 for node in iter_expression_nodes(expr):
                     if type(node) is cst.Name and node.value in names and id(node) not in bound:
                         if id(node) not in converted:
-                            return False
+                            if derived is None or derived & names \
+                                    or derived & self.analysis.backpropagated_keys(ctx.scope) \
+                                    or not self._only_read_as_data(derived, statements[index + 1:], helpers, derive - 1):
+                                return False
                         used = True
             if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and names & {
                     node.value for target in getattr(stmt, "targets", [stmt]) for node in
