@@ -1395,8 +1395,10 @@ def update(self, state, next_state, reward):
         if node.name.value == "forward" and self._is_module_method(scope):
             return  # a module's forward: whoever calls the model owns the grad mode
         regions = self._regions(scope)
-        strict = self._grad_unknown(scope) or scope._memo.get("tl201_strict", False)
-        found = self._first_forward(scope, regions, strict=strict) if regions else None
+        found = None
+        if regions:  # (whether a caller's grad mode is unknown is asked only where it matters)
+            strict = self._grad_unknown(scope) or scope._memo.get("tl201_strict", False)
+            found = self._first_forward(scope, regions, strict=strict)
         if found is None:
             found = self._discarded_forward(scope)
             if found is not None:  # inference code from its first statement to its end
