@@ -304,7 +304,7 @@ class AttachmentQueries:
                 if loops and not any(
                         loops[-1].contains(earlier.ctx.order) and earlier.ctx.order < site.order
                         and earlier.ctx.loop is loops[-1] and earlier.ctx.guard is None
-                        for earlier in self.reaching_bindings(binding.key, site)):
+                        for earlier in scope.bindings.get(binding.key, ())):
                     return True
                 continue
             if any(reaching is binding for reaching in self.reaching_bindings(binding.key, site)):

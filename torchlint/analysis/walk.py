@@ -423,8 +423,11 @@ class ModuleWalk:
         scope = ctx.scope
         while index > 0:
             earlier = bindings[index - 1]
-            if not (self._may_be_skipped(found[-1], ctx)
-                    or all(self.exclusive_branches(earlier.stmt, other.stmt, scope) for other in found)):
+            skipped = self._may_be_skipped(found[-1], ctx)
+            if skipped and earlier.ctx.guard is found[-1].ctx.guard and earlier.ctx.loops == found[-1].ctx.loops:
+                index -= 1  # earlier in the same block as the binding that replaced it: never reaches past it
+                continue
+            if not (skipped or all(self.exclusive_branches(earlier.stmt, other.stmt, scope) for other in found)):
                 break
             index -= 1
             found.append(earlier)

@@ -364,6 +364,22 @@ def rollout_loss(model, state, targets):
         loss = loss + F.mse_loss(state, targets[:, t])
     return loss
 """,
+        """\
+class Client:
+    def train(self, net, net_fd, loader, optimizer_fd):
+        losses = []
+        for x, domain in loader:
+            output, z = net(x)
+            df_loss = 0
+            if not self.flag:
+                pred = net_fd(z.detach())
+                df_loss = self.adv_loss(pred, 1 - domain) / 2
+                df_loss.backward()
+                optimizer_fd.step()
+                df_loss = df_loss.detach().item()  # the number replaces the tensor in the same block
+            losses.append(df_loss)
+        return sum(losses) / len(losses)
+""",
     ]
 
     KEPT_MESSAGE = (
