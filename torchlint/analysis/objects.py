@@ -265,7 +265,7 @@ class ModuleQueries:
         ``AutoModel.from_pretrained(...)``, ``torch.load(path)``, ``copy.deepcopy(model)``?"""
         qualified = self.qualified_name(call.func)
         if qualified in MODULE_FACTORY_QUALIFIED:
-            return True
+            return not self._compiles_a_function(call, ctx)
         name = dotted_name(call.func) or ""
         if name.endswith("deepcopy"):
             arguments = call_arguments(call)
@@ -273,6 +273,18 @@ class ModuleQueries:
         if NOT_A_MODEL_FACTORY_RE.search(name):
             return False  # AutoTokenizer / AutoImageProcessor / AutoConfig.from_pretrained(...)
         return bool(MODULE_FACTORY_RE.search(name))
+
+    def _compiles_a_function(self, call, ctx: Context) -> bool:
+        """``torch.compile(lambda x, w: ...)``, ``torch.jit.script(my_function)``: a compiled
+        function, not a module."""
+        arguments = call_arguments(call)
+        if not arguments:
+            return False
+        target = arguments[0]
+        if type(target) is cst.Lambda:
+            return True
+        binding = self.lookup(target.value, ctx) if type(target) is cst.Name else None
+        return binding is not None and binding.kind == "def"
 
     def is_module_class(self, expr) -> bool:
         """Does calling ``expr`` construct a module: ``nn.Linear``, a local ``nn.Module`` subclass,

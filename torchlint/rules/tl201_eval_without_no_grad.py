@@ -1385,6 +1385,23 @@ def update(self, state, next_state, reward):
     loss.backward()
     self.optimizer.step()
 """,
+        """\
+def unit_test():
+    compiled_fn = torch.compile(lambda x, w: torch.sum(x * w, axis=-1))  # a function, not a model
+    for i in range(12):
+        x = torch.randint(0, 10, (100 * (i + 1), 2**i), dtype=torch.float32)
+        weight = torch.rand((2**i,))
+        output = weighted_sum(x, weight)
+        torch_output = compiled_fn(x, weight)
+        same = torch.allclose(output, torch_output)
+        print("output matches", same)
+        if not same:
+            break
+
+
+if __name__ == "__main__":
+    unit_test()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:

@@ -1,0 +1,49 @@
+"""`analysis.objects`: what counts as a module by evidence (the receivers TL201 treats as models)."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from torchlint.analysis import Analysis
+
+SOURCE = """\
+import torch
+from srcnn import SRCNN
+
+
+def weighted(x, w):
+    return (x * w).sum(-1)
+
+
+def main(model, batch):
+    compiled_lambda = torch.compile(lambda x, w: (x * w).sum(-1))
+    compiled_function = torch.compile(weighted)
+    compiled_model = torch.compile(model.eval())
+    loaded = torch.jit.load("model.pt")
+    moved = SRCNN().to("cuda")
+    batch_on_device = Batch(batch).to("cuda")
+    plain = SRCNN()
+    use(compiled_lambda, compiled_function, compiled_model, loaded, moved, batch_on_device, plain)
+"""
+
+
+def _evidence():
+    analysis = Analysis(cst.parse_module(SOURCE), "evidence.py", SOURCE)
+    scope = next(s for s in analysis.scopes.values() if s.name == "main")
+    stmt, ctx = next((stmt, ctx) for stmt, ctx in scope.statements
+                     if type(stmt) is cst.Expr and ctx.scope is scope)
+    return lambda name: analysis.is_module_by_evidence(cst.Name(name), ctx)
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("compiled_lambda", False),  # a compiled function is no model
+    ("compiled_function", False),
+    ("compiled_model", True),
+    ("loaded", True),
+    ("moved", True),  # an instance of a class moved to a device: only modules and tensors move
+    ("batch_on_device", False),  # a data container moves too, and is no model
+    ("plain", False),  # an instance of an unknown class, by itself: no evidence
+])
+def test_module_by_evidence(name, expected):
+    assert _evidence()(name) is expected
