@@ -89,6 +89,7 @@ from torchlint.analysis.syntax import (  # noqa: F401
     _is_grad_chain,
     is_test_file,
     periodic_test,
+    empties_container,
 )
 from torchlint.analysis.scopes import (  # noqa: F401
     Scope,

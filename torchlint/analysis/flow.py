@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, STEP_SOURCE_RE, STEP_TARGET_RE, name_words
-from torchlint.analysis.syntax import _del_targets, _is_batch_stride, _names_match, call_name, collect_nodes, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
+from torchlint.analysis.syntax import _del_targets, empties_container, _is_batch_stride, _names_match, call_name, collect_nodes, dotted_name, iter_expression_nodes, mentioned_keys, storage_key
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
 _TRAINING_WORD_RE = re.compile(r"[a-z]+")
@@ -83,16 +83,7 @@ class ControlFlowQueries:
 
     def cleared_in_loop(self, key: str, loop: Loop) -> bool:
         """Is the container emptied inside the loop (``xs.clear()``, ``del xs[:]``)?"""
-        for stmt, _ in self.statements_in_loop(loop):
-            if type(stmt) is cst.Del and any(
-                storage_key(target.value) == key for target in _del_targets(stmt)
-            ):
-                return True
-            if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
-                func = stmt.value.func
-                if type(func) is cst.Attribute and func.attr.value == "clear" and dotted_name(func.value) == key:
-                    return True
-        return False
+        return any(empties_container(stmt, key) for stmt, _ in self.statements_in_loop(loop))
 
     def consumed_elsewhere(self, key: str, ctx: Context) -> bool:
         """Is the container ``key`` (an attribute of ``self`` or a global) drained by other code

@@ -388,6 +388,12 @@ class SummaryQueries:
         memo[key] = result
         return result
 
+    def makes_call_itself(self, scope: Scope, question: str) -> bool:
+        """``reaches_call`` for the function's own statements only, not the functions it calls
+        (an agent's ``step()`` that trains only through ``self.train()``)."""
+        predicate = getattr(self, REACHED_CALLS[question])
+        return any(predicate(call, ctx) for call, ctx, _ in self.scope_calls(scope, foreign=False))
+
     def call_reaches(self, call, ctx: Context, question: str) -> bool:
         """Does this call run a project-defined function that reaches ``question``?"""
         callee = self.called_function(call, ctx)

@@ -288,6 +288,16 @@ def _selects_part(subscript) -> bool:
     return False
 
 
+def empties_container(stmt, key: str) -> bool:
+    """Does the statement empty the container ``key`` in place (``xs.clear()``, ``del xs[:]``)?"""
+    if type(stmt) is cst.Del:
+        return any(storage_key(target.value) == key for target in _del_targets(stmt))
+    if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
+        func = stmt.value.func
+        return type(func) is cst.Attribute and func.attr.value == "clear" and dotted_name(func.value) == key
+    return False
+
+
 def periodic_test(test) -> bool:
     """``step % 50 == 0``, ``(i + 1) % args.log_every == 0``, ``not step % n``: every N steps."""
     return any(type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo

@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from torchlint.analysis import (
-    ATTACHMENT_TOKENS, STORES, STORING_METHODS, Context, _del_targets, dotted_name, empty_container, mentioned_keys, storage_key,
+    ATTACHMENT_TOKENS, STORES, STORING_METHODS, Context, dotted_name, empties_container, empty_container, mentioned_keys, storage_key,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, detach_fix
@@ -531,19 +531,12 @@ class Client:
                 return True
         return False
 
-    def _empties(self, stmt, key: str) -> bool:
+    @staticmethod
+    def _empties(stmt, key: str) -> bool:
+        """``xs = []`` / ``xs.clear()`` / ``del xs[:]``: the container ``key`` empty afterwards."""
         if type(stmt) is cst.Assign and any(storage_key(target.target) == key for target in stmt.targets):
             return empty_container(stmt.value)
-        return self._clears(stmt, key)
-
-    @staticmethod
-    def _clears(stmt, key: str) -> bool:
-        if type(stmt) is cst.Del:
-            return any(storage_key(target.value) == key for target in _del_targets(stmt))
-        if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
-            func = stmt.value.func
-            return type(func) is cst.Attribute and func.attr.value == "clear" and dotted_name(func.value) == key
-        return False
+        return empties_container(stmt, key)
 
     def _within_one_step(self, key: str, loop, ctx: Context) -> bool:
         """Is the loop an unroll inside one step (time steps, layers) whose container lives for

@@ -2282,10 +2282,8 @@ if __name__ == "__main__":
         its own, while what its forward pass binds is only ever read as data? Then the
         training runs on other tensors, and the rollout's graph is thrown away."""
         analysis = self.analysis
-        for stmt, ctx in scope.statements:
-            if ctx.scope is scope and any(call_name(call) in BACKWARD_FUNCTIONS or analysis._is_step_call(call, ctx)
-                                          for call in analysis.calls_in(stmt)):
-                return False
+        if analysis.makes_call_itself(scope, "backward") or analysis.makes_call_itself(scope, "step"):
+            return False
         stmt, _ = forward
         if type(stmt) is not cst.Assign:
             return False
@@ -2589,7 +2587,7 @@ if __name__ == "__main__":
                 # until the script ends, keeps the activations of the whole forward pass
                 call = next((call for call in self.analysis.calls_in(stmt) if self._is_model_run(call, ctx)
                              and not self._synthetic_inputs(call, ctx)), None)
-            if call is None or self._output_backpropagated(stmt, call, scope):
+            if call is None or self._output_backpropagated(stmt, call, ctx):
                 continue  # (`pred = model(x)` … `loss(pred).backward()`: the graph is used, planning by backprop)
             for region in inside:
                 if region not in trains:
@@ -2603,7 +2601,7 @@ if __name__ == "__main__":
                 return stmt, call
         return None
 
-    def _output_backpropagated(self, stmt, call, scope) -> bool:
+    def _output_backpropagated(self, stmt, call, ctx: Context) -> bool:
         """Does a ``backward()`` of the function, one that runs whenever the statement does,
         run on something computed from the names it binds (actions optimised through a model
         in eval mode by planning)? A ``backward()`` only under a test the statement is not
@@ -2618,10 +2616,10 @@ if __name__ == "__main__":
                 return False  # (`features[k] = ...`: a store, not the planning shape)
             names += [element.value for element in elements]
         analysis = self.analysis
+        scope = ctx.scope
         if not set(names) & analysis.backpropagated_keys(scope):
             return False
         tests = {id(test) for test, _ in analysis.branch_tests(stmt, scope)}
-        ctx = next(stmt_ctx for other, stmt_ctx in scope.statements if other is stmt)
         loop = ctx.visible_loops[-1] if ctx.visible_loops else None
         return any(
             call_name(inner) in BACKWARD_FUNCTIONS
