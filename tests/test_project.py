@@ -566,3 +566,93 @@ def test_a_parameter_named_for_the_project_classes_it_holds(tmp_path, decorator,
     # parameter (Trainer, GraphTrainer) say what `trainer.predict(batch)` runs
     write(tmp_path, {"trainer.py": TRAINER_MODULE.format(decorator=decorator), "predict.py": PREDICT_SCRIPT})
     assert codes(tmp_path / "predict.py") == expected
+
+
+MODEL_WRAPPER = """\
+    import torch
+    from torch import nn
+
+    class Wrapper:
+        def __init__(self, network):
+            self.network = network
+
+        def predict(self, batch):
+            self.network.eval()
+            scores = self.network(batch)
+            return scores.argmax(-1).tolist()
+
+        def update(self, batch, optimizer):
+            self.network.train()
+            loss = self.network(batch).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+
+EVAL_HELPERS = """\
+    import torch
+
+    def eval_model(model, data):
+        predictions = []
+        for batch in data:
+            predictions.extend(model.predict(batch))
+        return predictions
+
+    @torch.no_grad()
+    def eval_model_no_grad(model, data):
+        predictions = []
+        for batch in data:
+            predictions.extend(model.predict(batch))
+        return predictions
+
+    def evaluate_and_tune(model, data, optimizer):
+        for batch in data:
+            model.update(batch, optimizer)
+    """
+
+TRAIN_SCRIPT = """\
+    import torch
+    from torch import nn
+    from wrapper import Wrapper
+    from helpers import eval_model, eval_model_no_grad, evaluate_and_tune
+
+    def main(train_data, dev_data, epochs):
+        model = Wrapper(nn.Linear(4, 2))
+        optimizer = torch.optim.SGD(model.network.parameters(), lr=0.1)
+        for epoch in range(epochs):
+            for batch in train_data:
+                model.update(batch, optimizer)
+            {call}
+    """
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    ("print(eval_model(model, dev_data))", [(12, "TL201")]),
+    ("with torch.no_grad():\n                print(eval_model(model, dev_data))", []),
+    ("print(eval_model_no_grad(model, dev_data))", []),  # the helper turns grad off itself
+    ("evaluate_and_tune(model, dev_data, optimizer)", []),  # it trains
+])
+def test_an_evaluation_helper_of_another_module_run_on_a_model_handed_to_it(tmp_path, call, expected):
+    # `model.predict(batch)` on a parameter: only the call says `model` is a Wrapper, whose
+    # `predict` runs a network with grad enabled
+    write(tmp_path, {"wrapper.py": MODEL_WRAPPER, "helpers.py": EVAL_HELPERS,
+                     "train.py": TRAIN_SCRIPT.format(call=call)})
+    assert [(line, code) for line, code in codes(tmp_path / "train.py") if code == "TL201"] == expected
+    assert not [code for _, code in codes(tmp_path / "helpers.py") if code == "TL201"]
+
+
+def test_an_evaluation_helper_called_by_a_prediction_script(tmp_path):
+    script = """\
+        import argparse
+        import torch
+        from torch import nn
+        from wrapper import Wrapper
+        from helpers import eval_model
+
+        args = argparse.ArgumentParser().parse_args()
+        model = Wrapper(nn.Linear(4, 2))
+        model.network.load_state_dict(torch.load(args.checkpoint))
+        print(eval_model(model, torch.load(args.data)))
+        """
+    write(tmp_path, {"wrapper.py": MODEL_WRAPPER, "helpers.py": EVAL_HELPERS, "predict.py": script})
+    assert codes(tmp_path / "predict.py") == [(10, "TL201")]

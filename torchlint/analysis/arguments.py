@@ -153,13 +153,15 @@ def _statement_of(call, scope, analysis):
     return index.get(id(call))
 
 
-def passed_arguments(call, callee) -> dict:
+def passed_arguments(call, callee, bound: bool | None = None) -> dict:
     """The argument expressions a call passes to ``callee``'s parameters, by position or
     keyword (``{"model": <net>}`` for ``validate(net, loader)`` of ``def validate(model,
     loader)``); parameters left to their defaults or hidden behind ``*args`` are absent."""
     params = callee.node.params
     positional = [*params.posonly_params, *params.params]
-    if callee.parent is not None and callee.parent.kind == "class" and type(call.func) is cst.Attribute:
+    if bound is None:  # `obj.method(x)`; `Class(x)` runs `__init__` bound (say so with `bound`)
+        bound = callee.parent is not None and callee.parent.kind == "class" and type(call.func) is cst.Attribute
+    if bound:
         positional = positional[1:]  # self / cls
     passed = {}
     index = 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 
+from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.project import project
 from torchlint.analysis.scopes import Context, Loop, Scope
 from torchlint.analysis.syntax import call_name, dotted_name, last_part, strip_pass_through
@@ -241,6 +242,33 @@ class SummaryQueries:
             found = self.project_definition(name)
             return found if found is not None and found.kind == "class" else None
         return None
+
+    def stored_by_constructor(self, instance: str, attribute: str, ctx: Context):
+        """The argument that built ``instance`` (a name bound to ``Evaluator(model, data)``, a
+        project class) and that the class's ``__init__`` keeps as ``self.<attribute>`` as it is
+        (``self.model = model``): the caller's expression for what the instance's methods call
+        ``self.model``. None when unknown."""
+        binding = self.lookup(instance, ctx)
+        if binding is None or binding.kind != "assign" or binding.element:
+            return None
+        value = strip_pass_through(binding.value)
+        class_scope = self.class_named(value.func) if type(value) is cst.Call else None
+        init = None if class_scope is None else class_scope.owner.method_of(class_scope, "__init__", set())
+        if init is None:
+            return None
+        kept = None
+        for stmt, stmt_ctx in init.statements:
+            if stmt_ctx.scope is not init or type(stmt) is not cst.Assign or len(stmt.targets) != 1:
+                continue
+            target = stmt.targets[0].target
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self" \
+                    and target.attr.value == attribute:
+                if kept is not None or type(stmt.value) is not cst.Name:
+                    return None  # stored twice, or something built from it
+                kept = stmt.value.value
+        if kept is None or not any(b.kind == "param" for b in init.bindings.get(kept, ())):
+            return None
+        return passed_arguments(value, init, bound=True).get(kept)
 
     def methods_of_classes_named_like(self, name: str, method: str) -> list[Scope]:
         """The method ``method`` of every project class this module defines or imports whose

@@ -55,6 +55,7 @@ ASSIGNED_NAME_RE = re.compile(r"\s*([\w.]+)\s*(?::[^=]+)?=(?!=)")
 # ... and an optimizer constructed over it (`optim.Adam([self.log_alpha], lr=...)`) makes it a parameter
 OPTIMIZED_RE_TEMPLATE = r"(?:optim\.\w+|Adam\w*|SGD|RMSprop)\(\s*\[?[^)]{0,200}?(?<![\w.])%s\b"
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
+HELPER_TRAINING_TOKENS = DELIBERATE_GRAD_TOKENS + (".train(",)
 # A test of the mode a shared train/eval loop runs in: `to_do == "train"`, `is_training`,
 # `phase == 'train'` (not a module's own `.training` flag).
 _MODE_TEST_RE = re.compile(
@@ -263,6 +264,10 @@ class EvalWithoutNoGrad(Rule):
     DATA_ONLY_MESSAGE = (
         "`{call}` runs a forward pass with autograd enabled whose results are only read as data "
         "(`.detach()`, `.data`, `.item()`): the graph it records is never used"
+    )
+    HELPER_MESSAGE = (
+        "`{call}` runs `{function}`, which loops over forward passes (`{forward}`) of the model it is handed, "
+        "with autograd enabled: it keeps activations no backward pass will use"
     )
     MODE_MESSAGE = (
         "`{call}` runs with autograd enabled on every pass, but only `if {test}:` backpropagates: "
@@ -1452,8 +1457,42 @@ if __name__ == "__main__":
         frozen model run inside a training loop."""
         if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
                 and not self._report_discarded_in_loop(scope) and not self._report_frozen_model_run(scope) \
-                and not self._report_periodic_evaluation(scope):
+                and not self._report_periodic_evaluation(scope) and not self._report_evaluation_helper_call(scope):
             self._report_data_only_forward(scope)
+
+    def _report_evaluation_helper_call(self, scope) -> bool:
+        """A script, or a function that trains, calling with grad enabled a project helper named
+        for evaluation (``eval_model(model, dev_data)``, ``validate(net_g, loader)``) that loops
+        over forward passes of the model handed to it, with grad enabled and training nothing.
+        The helper cannot tell its model is a network (``model.predict(batch)`` on a parameter),
+        or lives in another file: the call is where grad mode is decided."""
+        analysis = self.analysis
+        if scope.kind == "module":
+            if not self._runs_top_level_code():
+                return False
+        elif scope.kind != "function" or not (analysis.backpropagates(scope) or analysis.steps_optimizer(scope)):
+            return False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt).__name__ in COMPOUND_STATEMENTS:
+                continue
+            for call in analysis.calls_in(stmt):
+                callee = analysis.called_function(call, ctx)
+                if callee is None or callee is scope or callee.kind != "function" or callee.grad is not GradMode.ENABLED \
+                        or not self._name_says_evaluation(callee.name) or callee.name.startswith("test_"):
+                    continue
+                owner = callee.owner
+                if owner.backpropagates(callee) or owner.steps_optimizer(callee) or self._reported_inside(callee) \
+                        or any(token in owner.module.code_for_node(callee.node) for token in HELPER_TRAINING_TOKENS):
+                    continue  # (`.train()`: a forward in training mode, re-estimating batch-norm statistics)
+                forward = self._looped_forward_through_arguments(call, ctx, callee)
+                if forward is None:
+                    continue
+                self.report(stmt, self.HELPER_MESSAGE.format(call=self.code(call, 50), function=callee.name,
+                                                            forward=forward),
+                            f"call `{self.code(call.func, 40)}(...)` under `with torch.no_grad():`, "
+                            f"or decorate `{callee.name}` with `@torch.no_grad()`")
+                return True
+        return False
 
     def _report_data_only_forward(self, scope) -> bool:
         """In a training step (a function that backpropagates, or returns the loss it computes),
@@ -2721,7 +2760,51 @@ if __name__ == "__main__":
             return False
         if self._callee_trains(call, ctx) or self._reported_inside(callee):
             return False
-        return self._runs_forward(callee, 0)
+        return self._runs_forward(callee, 0) or self._forward_through_arguments(call, ctx, callee)
+
+    def _looped_forward_through_arguments(self, call, ctx: Context, callee) -> str | None:
+        """The forward pass (its code) that the helper runs in a loop on a model this call hands
+        it, with grad enabled; None if there is none."""
+        for inner, inner_ctx in self._forwards_through_arguments(call, ctx, callee):
+            if _repeats(inner_ctx, callee.owner):
+                return callee.owner.module.code_for_node(inner)[:50]
+        return None
+
+    def _forward_through_arguments(self, call, ctx: Context, callee) -> bool:
+        return next(iter(self._forwards_through_arguments(call, ctx, callee)), None) is not None
+
+    def _forwards_through_arguments(self, call, ctx: Context, callee):
+        """The helper's calls (and contexts) that run a model this call hands it: in
+        ``eval_model(model, data)``, ``model.predict(batch)``, with ``model`` here an instance of a project
+        class whose ``predict`` runs a network with grad enabled and trains nothing; or
+        ``run(net_g, loader)`` calling ``net(x)``, with ``net_g`` a module by evidence here."""
+        passed = passed_arguments(call, callee)
+        if not passed:
+            return
+        analysis, owner = self.analysis, callee.owner
+        for inner, inner_ctx, _ in owner.scope_calls(callee):
+            func = inner.func
+            receiver = func.value if type(func) is cst.Attribute else func
+            if inner_ctx.grad is not GradMode.ENABLED or type(receiver) is not cst.Name:
+                continue
+            argument = passed.get(receiver.value)
+            binding = owner.lookup(receiver.value, inner_ctx)
+            if argument is None or binding is None or binding.kind != "param" or binding.ctx.scope is not callee:
+                continue
+            if type(func) is cst.Name:
+                if analysis.is_module_by_evidence(argument, ctx):
+                    yield inner, inner_ctx
+                continue
+            class_scope = analysis.instance_class(argument, ctx)
+            method = None if class_scope is None else class_scope.owner.method_of(class_scope, func.attr.value, set())
+            if method is None or method.grad is not GradMode.ENABLED:
+                continue
+            method_owner = method.owner
+            if method_owner.backpropagates(method) or method_owner.steps_optimizer(method) or self._reports_itself(method):
+                continue  # (a method of this file reported at its own forward pass: once)
+            rule = self if method_owner is analysis else type(self)(method_owner, [], self.options)
+            if rule._runs_forward(method, 1):
+                yield inner, inner_ctx
 
     def _passed_instance_runs_forward(self, call, ctx: Context) -> bool:
         """``trainer.predict(batch)`` with ``trainer`` a parameter that every caller in this file

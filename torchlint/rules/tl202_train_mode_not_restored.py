@@ -270,6 +270,31 @@ class Trainer:
         while self.step < self.num_steps:
             self.train_step()  # expect: TL202
 """,
+        """\
+class Evaluator:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+
+    def get_scores(self):
+        self.model.eval()
+        with torch.no_grad():
+            return sum(self.model(x).argmax(1).eq(y).sum().item() for x, y in self.loader)
+
+class Trainer:
+    def train(self, epochs):
+        self.model.train()
+        for epoch in range(epochs):
+            self.train_epoch()
+            evaluator = Evaluator(self.model, self.dev_loader)
+            accuracy = evaluator.get_scores()  # expect: TL202
+
+    def train_epoch(self):
+        for x, y in self.loader:
+            self.optimizer.zero_grad()
+            F.cross_entropy(self.model(x), y).backward()
+            self.optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -480,6 +505,31 @@ class Adapter:
     def _accumulate_gradients(self, x):
         loss = self.ddpm_loss(self.seg(self.norm(x)))
         loss.backward()
+""",
+        """\
+class Evaluator:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+
+    def get_scores(self):
+        self.model.eval()
+        with torch.no_grad():
+            return sum(self.model(x).argmax(1).eq(y).sum().item() for x, y in self.loader)
+
+class Trainer:
+    def train(self, epochs):
+        for epoch in range(epochs):
+            self.train_epoch()
+            evaluator = Evaluator(self.ema_model, self.dev_loader)  # the averaged copy, never trained by backward
+            accuracy = evaluator.get_scores()
+
+    def train_epoch(self):
+        self.model.train()
+        for x, y in self.loader:
+            self.optimizer.zero_grad()
+            F.cross_entropy(self.model(x), y).backward()
+            self.optimizer.step()
 """,
     ]
 
@@ -826,6 +876,14 @@ class ModeSwitches:
             return mapped + dot + rest if mapped is not None else None
         if root == "self" and type(call.func) is cst.Attribute:
             owner = dotted_name(call.func.value)
+            if owner is not None and type(call.func.value) is cst.Name and rest:
+                # `evaluator = Evaluator(self.model, ...)`, then `evaluator.get_scores()`
+                # switching its `self.model`: the caller's `self.model`
+                attribute, inner_dot, further = rest.partition(".")
+                stored = self.analysis.stored_by_constructor(owner, attribute, ctx)
+                mapped = None if stored is None else dotted_name(strip_pass_through(stored))
+                if mapped is not None:
+                    return mapped + inner_dot + further
             return owner + dot + rest if owner is not None else None
         binding = self.analysis.lookup(root, ctx)
         if binding is not None and binding.ctx.scope is self.analysis.module_scope:
