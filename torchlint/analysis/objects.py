@@ -10,7 +10,7 @@ from torchlint.analysis.project import project
 
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, NEUTRAL_BASES, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
-from torchlint.analysis.syntax import is_view_subscript, key_node, parameter_node, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
+from torchlint.analysis.syntax import is_view_subscript, iter_expression_nodes, key_node, mentioned_keys, parameter_node, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 from torchlint.analysis.vocabulary import (
     MODULE_EVIDENCE_METHODS, MODULE_FACTORY_QUALIFIED, MODULE_FACTORY_RE,
@@ -420,6 +420,71 @@ class OptimizerQueries:
         if name in OPTIMIZER_CLASSES or OPTIMIZER_CLASS_RE.search(name) or looks_like_optimizer(name):
             return binding.value
         return None
+
+    # ------------------------------------------------------------------ what an optimizer updates
+
+    def optimizer_bindings(self, optimizer, ctx: Context) -> list[Binding]:
+        """What the optimizer expression may hold at ``ctx``: ``self.optimizer``'s assignments in
+        the class, else the bindings of the name that reach the statement."""
+        key = dotted_name(optimizer)
+        if key is None:
+            return []
+        class_scope = ctx.scope.class_scope
+        if key.startswith("self.") and class_scope is not None and class_scope.bindings.get(key):
+            return list(class_scope.bindings[key])
+        return self.reaching_bindings(key, ctx)
+
+    def optimizer_built_here(self, optimizer, ctx: Context) -> bool:
+        """Is every binding the optimizer may hold an optimizer built in this module (so that
+        what it updates is known)?"""
+        bindings = self.optimizer_bindings(optimizer, ctx)
+        return bool(bindings) and all(self.optimizer_construction(binding) is not None for binding in bindings)
+
+    def optimizer_constructions(self, optimizer, ctx: Context, any_call: bool = False) -> list:
+        """The calls that built the optimizer (``AdamW(model.parameters(), lr=...)``); with
+        ``any_call``, any call it was bound to (``optimizer_class(net.parameters())``)."""
+        found = []
+        for binding in self.optimizer_bindings(optimizer, ctx):
+            construction = self.optimizer_construction(binding)
+            if construction is None and any_call and binding.kind == "assign" and not binding.element \
+                    and type(binding.value) is cst.Call:
+                construction = binding.value
+            if construction is not None:
+                found.append(construction)
+        return found
+
+    def optimizes(self, optimizer, ctx: Context, model: str) -> bool:
+        """Was the optimizer built over ``model``'s parameters (its construction reads ``model``
+        or one of its attributes: ``Adam(self.net.parameters())`` optimizes ``self.net``)?"""
+        return any(_within(used, model) for construction in self.optimizer_constructions(optimizer, ctx)
+                   for used in mentioned_keys(construction))
+
+    def optimized_modules(self, optimizer, ctx: Context) -> set[str]:
+        """The modules whose ``.parameters()`` / ``.named_parameters()`` built the optimizer
+        (``Adam(self.critic.parameters())`` -> ``self.critic``)."""
+        owners = set()
+        for construction in self.optimizer_constructions(optimizer, ctx, any_call=True):
+            for node in iter_expression_nodes(construction):
+                if type(node) is cst.Call and type(node.func) is cst.Attribute \
+                        and node.func.attr.value in ("parameters", "named_parameters"):
+                    owner = dotted_name(node.func.value)
+                    if owner is not None:
+                        owners.add(owner)
+        return owners
+
+    def optimized_anywhere(self, model: str) -> bool:
+        """Does any optimizer built in this module read ``model`` (or an attribute of it, or,
+        for ``self.net.encoder``, ``self.net``)?"""
+        memo = self.module_scope._memo
+        if "optimized keys" not in memo:
+            scopes = {id(scope): scope for scope in (self.module_scope, *self.scopes.values())}.values()
+            memo["optimized keys"] = {
+                used for scope in scopes for bindings in scope.bindings.values() for binding in bindings
+                if (construction := self.optimizer_construction(binding)) is not None
+                for used in mentioned_keys(construction)
+            }
+        root = ".".join(model.split(".")[:2]) if model.startswith("self.") else model.partition(".")[0]
+        return any(_within(used, model) or used == root for used in memo["optimized keys"])
 
     def is_grad_scaler(self, expr, ctx: Context) -> bool:
         """``scaler`` / ``self.grad_scaler`` / a name bound to ``torch.amp.GradScaler(...)``."""
@@ -852,3 +917,8 @@ def _moved_instance(value) -> bool:
         return False
     name = last_part(dotted_name(value.func) or "")
     return len(name) > 1 and name[0].isupper() and _DATA_CLASS_RE.search(name) is None
+
+
+def _within(key: str, model: str) -> bool:
+    """``key`` is ``model`` or one of its attributes."""
+    return key == model or key.startswith(model + ".")

@@ -1593,9 +1593,7 @@ if __name__ == "__main__":
                 if optimizer is None:
                     continue
                 stepped = True
-                name = dotted_name(optimizer)
-                bindings = analysis.reaching_bindings(name, ctx) if name is not None else []
-                if not bindings or any(analysis.optimizer_construction(binding) is None for binding in bindings):
+                if not analysis.optimizer_built_here(optimizer, ctx):
                     return False
         return stepped
 
@@ -1647,15 +1645,8 @@ if __name__ == "__main__":
                         break
                 if not frozen:
                     break
-        if frozen:
-            for owner in {id(scope): scope for scope in (analysis.module_scope, *analysis.scopes.values())}.values():
-                for bindings in owner.bindings.values():
-                    for binding in bindings:
-                        construction = analysis.optimizer_construction(binding)
-                        if construction is not None and any(
-                                used == key or used.startswith(key + ".") or used == root
-                                for used in mentioned_keys(construction)):
-                            frozen = False
+        if frozen and analysis.optimized_anywhere(key):
+            frozen = False
         memo[key] = frozen
         return frozen
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name, last_part, mentioned_keys, name_words, strip_pass_through
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.lazy import cst
@@ -672,11 +672,9 @@ class Trainer:
         if not optimizers:
             return False
         for optimizer in optimizers:
-            name = dotted_name(optimizer)
-            bindings = analysis.reaching_bindings(name, ctx) if name is not None and not name.startswith("self.") else []
-            if not bindings or any(analysis.optimizer_construction(binding) is None for binding in bindings):
+            if not analysis.optimizer_built_here(optimizer, ctx):
                 return False  # built elsewhere: what it optimizes is not known
-            if self._optimizes(optimizer, key, ctx):
+            if analysis.optimizes(optimizer, ctx, key):
                 return False
         return True
 
@@ -780,7 +778,7 @@ class Trainer:
                         and analysis.is_module(func, ctx):
                     return True
                 optimizer = analysis.stepped_optimizer(call, ctx)
-                if optimizer is not None and self._optimizes(optimizer, key, ctx):
+                if optimizer is not None and analysis.optimizes(optimizer, ctx, key):
                     return True
                 if (optimizer is not None or call_name(call) in BACKWARD_FUNCTIONS or analysis.steps_through_wrapper(call, ctx)) \
                         and any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
@@ -794,25 +792,6 @@ class Trainer:
                     return True  # (`self.sd.text_encoder`, a part of a pipeline, may well be frozen)
                 if any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
                     return True
-        return False
-
-    def _optimizes(self, optimizer, key: str, ctx: Context) -> bool:
-        """Was the stepped optimizer built over the model's parameters
-        (``Adam(self.net.parameters())``)?"""
-        analysis = self.analysis
-        name = dotted_name(optimizer)
-        if name is None:
-            return False
-        bindings = analysis.reaching_bindings(name, ctx) if not name.startswith("self.") else []
-        if name.startswith("self.") and ctx.scope.class_scope is not None:
-            bindings = list(ctx.scope.class_scope.bindings.get(name, ()))
-        for binding in bindings:
-            construction = analysis.optimizer_construction(binding)
-            if construction is not None and any(
-                (dotted_name(node) or "") == key or (dotted_name(node) or "").startswith(key + ".")
-                for node in iter_expression_nodes(construction) if type(node) in (cst.Name, cst.Attribute)
-            ):
-                return True
         return False
 
 

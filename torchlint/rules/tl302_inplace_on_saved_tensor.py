@@ -797,7 +797,7 @@ class Normalised(nn.Module):
             return
         if type(optimizer) is cst.Subscript:  # self.q_optimizers[i].step()
             optimizer = optimizer.value
-        owners = self._optimized_modules(optimizer, ctx) or self._modules_named_like(optimizer, ctx)
+        owners = analysis.optimized_modules(optimizer, ctx) or self._modules_named_like(optimizer, ctx)
         if not owners:
             return
         scope = ctx.scope
@@ -819,31 +819,6 @@ class Normalised(nn.Module):
                                                               loss=root, backward=self.code(stmt, 40)),
                                 self.STEP_FIX.format(step=self.code(call, 40), backward=self.code(stmt, 40)))
                     return
-
-    def _optimized_modules(self, optimizer, ctx: Context) -> set[str]:
-        """The modules whose ``.parameters()`` built the optimizer (``Adam(self.critic.parameters())``)."""
-        analysis = self.analysis
-        key = dotted_name(optimizer)
-        if key is None:
-            return set()
-        bindings = list(ctx.scope.class_scope.bindings.get(key, ())) if key.startswith("self.") and ctx.scope.class_scope else []
-        if not bindings:
-            found = analysis.lookup(key, ctx)
-            bindings = [found] if found is not None else []
-        owners = set()
-        for binding in bindings:
-            # (what is stepped is an optimizer: its constructor may be a parameter, `optimizer_class(...)`)
-            construction = analysis.optimizer_construction(binding) or (
-                binding.value if binding.kind == "assign" and not binding.element and type(binding.value) is cst.Call else None)
-            if construction is None:
-                continue
-            for node in iter_expression_nodes(construction):
-                if type(node) is cst.Call and type(node.func) is cst.Attribute \
-                        and node.func.attr.value in ("parameters", "named_parameters"):
-                    owner = dotted_name(node.func.value)
-                    if owner is not None:
-                        owners.add(owner)
-        return owners
 
     def _modules_named_like(self, optimizer, ctx: Context) -> set[str]:
         """For an optimizer the class is handed (``self.critic1_optim = critic1_optim``): the

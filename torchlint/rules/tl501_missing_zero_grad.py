@@ -384,20 +384,8 @@ def train_one_epoch(model, criterion, loader, optimizer, scaler, amp):
         key = dotted_name(optimizer)
         if key is None:
             return None
-        analysis = self.analysis
-        bindings = [analysis.lookup(key, ctx)]
-        if key.startswith("self.") and ctx.scope.class_scope is not None:
-            bindings += ctx.scope.class_scope.bindings.get(key, ())
-        owners = set()
-        for binding in bindings:
-            if binding is None or binding.kind != "assign" or type(binding.value) is not cst.Call:
-                continue
-            for arg in binding.value.args[:1]:
-                value = arg.value
-                if (type(value) is cst.Call and type(value.func) is cst.Attribute
-                        and value.func.attr.value in ("parameters", "named_parameters")):
-                    owners.add(dotted_name(value.func.value))
-        if len(owners) == 1 and None not in owners:
+        owners = self.analysis.optimized_modules(optimizer, ctx)
+        if len(owners) == 1:
             return owners.pop()
         if "." in key and key.rpartition(".")[2] in OPTIMIZER_ATTRIBUTES:
             owner = key.rpartition(".")[0]

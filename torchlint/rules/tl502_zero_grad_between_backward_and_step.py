@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, mentioned_keys, model_roles, name_words
+from torchlint.analysis import BACKWARD_FUNCTIONS, Context, dotted_name, iter_expression_nodes, model_roles, name_words
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Move, statement_of_call
 from torchlint.rule import Rule
@@ -595,11 +595,8 @@ optimizer.step()
             return False
         if analysis.is_optimizer(receiver, ctx):
             return receiver_key == optimizer_key
-        binding = analysis.lookup(optimizer_key, ctx)
-        construction = analysis.optimizer_construction(binding) if binding is not None else None
-        if construction is not None:  # Adam(model.parameters()) is cleared by model.zero_grad()
-            return any(key == receiver_key or key.startswith(receiver_key + ".")
-                       for key in mentioned_keys(construction))
+        if analysis.optimizer_constructions(optimizer, ctx):  # Adam(model.parameters()) is cleared by model.zero_grad()
+            return analysis.optimizes(optimizer, ctx, receiver_key)
         return self._steps_one_optimizer(ctx)
 
     def _steps_one_optimizer(self, ctx: Context) -> bool:
