@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from torchlint.lazy import cst
-from torchlint.analysis.vocabulary import name_words, NOT_FORWARD_METHOD_RE, BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
+from torchlint.analysis.vocabulary import COUNT_WORDS, name_words, NOT_FORWARD_METHOD_RE, BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
 from torchlint.analysis.syntax import _tensor_operand_keys, call_arguments, empty_container, parameter_node, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, training_test
 from torchlint.analysis.scopes import Binding, Context, Scope
 
@@ -245,6 +245,9 @@ class AttachmentQueries:
                 if callee is not None:  # loss, metrics = self.get_batch_loss_metrics(...)
                     return self.returned_element_attached(callee, binding.element[0], value, ctx) or (
                         self._backpropagated(binding))
+                words = name_words(last_part(binding.key))
+                if words and words[-1].lower() in COUNT_WORDS:
+                    return False  # `loss, filtered_size = criterion(...)`: the count beside the loss
             if self._attached(value, ctx):
                 return True
             if empty_container(value) and self._container_holds_attached(binding):

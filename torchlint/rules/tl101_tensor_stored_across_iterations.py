@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from torchlint.analysis import (
-    ATTACHMENT_TOKENS, STORES, STORING_METHODS, Context, dotted_name, empties_container, empty_container, mentioned_keys, storage_key,
+    ATTACHMENT_TOKENS, DETACHING_METHODS, STORES, STORING_METHODS, Context, call_name, dotted_name, empties_container, empty_container, mentioned_keys, storage_key,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, detach_fix
@@ -380,6 +380,15 @@ class Client:
             losses.append(df_loss)
         return sum(losses) / len(losses)
 """,
+        """\
+def perplexity(scorer, input_ids, attention_mask, labels):
+    logits = scorer(input_ids, attention_mask=attention_mask).logits
+    lengths = attention_mask.sum(dim=1) - 1
+    losses = []
+    for i in range(logits.shape[0]):  # the samples of one batch, one forward pass
+        losses.append(F.cross_entropy(logits[i, :lengths[i]], labels[i, 1:lengths[i] + 1]))
+    return np.exp(torch.stack(losses).cpu().detach().numpy())
+""",
     ]
 
     KEPT_MESSAGE = (
@@ -542,8 +551,8 @@ class Client:
         """Is the loop an unroll inside one step (time steps, layers) whose container lives for
         one call: a local of the function, or ``self.x = []`` on every call before the loop;
         the loop neither goes over batches nor backpropagates, and the function hands its graph
-        on (returns attached values, or backpropagates after the loop)? Then what it stores is
-        part of the step's own graph, freed with it."""
+        on (returns attached values, or backpropagates after the loop) or cuts it where it reads
+        the container? Then what it stores is part of the step's own graph, freed with it."""
         analysis = self.analysis
         scope = ctx.scope
         if loop is None or loop.implicit is not None or scope.kind != "function" or loop.scope is not scope:
@@ -566,12 +575,17 @@ class Client:
             return False
         if key in analysis.returned_keys(scope):
             return False
-        return analysis.returns_attached(scope) is not None or analysis.backpropagates(scope)
+        # the graph handed on (returned, or backpropagated after the loop), or cut where the
+        # container is read (`np.exp(torch.stack(losses).detach().numpy())`): either way, one call's
+        return analysis.returns_attached(scope) is not None or analysis.backpropagates(scope) \
+            or self._detached_after(key, loop, explicitly=True)
 
-    def _detached_after(self, key: str, loop) -> bool:
+    def _detached_after(self, key: str, loop, explicitly: bool = False) -> bool:
         """Is every use of the container after the loop, up to its next binding, cut from the
         graph (``values = torch.cat(values).detach()``)? Then no backward() ever reaches what the
-        loop stored (a rollout's values, kept whole for the length of the rollout)."""
+        loop stored (a rollout's values, kept whole for the length of the rollout). With
+        ``explicitly``, each use must cut it with a call (``.detach()``, ``.numpy()``, ``.item()``),
+        not only read it as a truth value or a length."""
         if loop is None or loop.implicit is not None:
             return False
         analysis = self.analysis
@@ -590,6 +604,8 @@ class Client:
             attached = {mention.partition(".")[0].partition("[")[0] for mention in mentioned_keys(read, skip_detached=True)}
             targets = {t for target in getattr(stmt, "targets", ()) for t in mentioned_keys(target.target)}
             if key in attached:
+                return False
+            if explicitly and not any(call_name(call) in DETACHING_METHODS for call in analysis.calls_in(stmt)):
                 return False
             used = True
             if key in targets:

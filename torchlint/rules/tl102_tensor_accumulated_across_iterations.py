@@ -272,6 +272,15 @@ def train(model, loader, eval_loader, accelerator, optimizer):
                     log["val_loss"] += loss
                 model.train()
 """,
+        """\
+kept = 0
+for x, y in loader:
+    loss, kept_size = criterion(model, x, y)  # the loss and how many samples it kept
+    kept += kept_size
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
     ]
 
     def visit_AugAssign(self, node, ctx: Context) -> None:

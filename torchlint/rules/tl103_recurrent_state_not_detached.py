@@ -162,6 +162,59 @@ for x, y in stream:
     h = cell(x, h)
     F.mse_loss(head(h), y).backward()
 """,
+        """\
+def train_batch(texts, mels, encoder, decoder, optimizer, multi_gpu=False):
+    optimizer.zero_grad()
+    memory = encoder(texts)
+    if multi_gpu:
+        h = decoder.module.init_hidden(texts.size(0))
+    else:
+        h = decoder.init_hidden(texts.size(0))
+    loss = 0
+    for t in range(mels.size(1)):  # one utterance's unrolled decoder, backpropagated once
+        out, h = decoder(mels[:, t], h, memory)
+        loss = loss + F.l1_loss(out, mels[:, t])
+    loss.backward()
+    optimizer.step()
+
+for epoch in range(epochs):
+    for texts, mels in loader:
+        train_batch(texts, mels, encoder, decoder, optimizer)
+""",
+        """\
+for z, labels in loader:
+    g_loss = -discriminator(generator(z)).mean()
+    if diversity_weight > 0:
+        fakes = generator(torch.randn_like(z))  # drawn afresh every step
+        if use_jpeg:
+            fakes = jpeg_decoder(fakes)
+        g_loss = g_loss + diversity_weight * fakes.std()
+    optimizer.zero_grad()
+    g_loss.backward()
+    optimizer.step()
+""",
+        """\
+def freeze_net(net):
+    for param in net.parameters():
+        param.requires_grad = False
+    net.eval()
+    return net
+
+def distill(edge_net_0, student, loader):
+    edge_net_0 = freeze_net(edge_net_0)  # the same module, handed in by every call
+    optimizer = torch.optim.Adam(student.parameters())
+    for x, y in loader:
+        with torch.no_grad():
+            soft_targets = edge_net_0(x).softmax(-1)
+        loss = F.kl_div(student(x).log_softmax(-1), soft_targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss.item(), student
+
+for epoch in range(epochs):
+    last_loss, student = distill(edge_net_0, student, loader)
+""",
     ]
 
     # ------------------------------------------------------------------ visiting
@@ -314,6 +367,8 @@ for x, y in stream:
     def _carried_through(self, key: str, loop: Loop, targets: set[str], feed, ctx: Context) -> bool:
         """Does ``key`` enter the loop from outside and reach the next iteration undetached?"""
         analysis = self.analysis
+        if loop.implicit is not None and not analysis.outlives_call(key, ctx):
+            return False  # a per-step function's local or parameter: each call starts afresh
         bindings = loop.scope.bindings.get(key, ())
         if any(b.kind == "for" and b.stmt is loop.node for b in bindings):
             return False  # the loop's own target: a new value on every iteration
@@ -363,11 +418,27 @@ for x, y in stream:
         if (guard is feed_ctx.guard and binding.ctx.order < feed_ctx.order
                 and binding.ctx.loops == feed_ctx.loops and _same_branch(guard, binding.stmt, feed)):
             return True  # `if flag: s = sim(a, b); s = mask(g, s)`: fresh whenever the feed runs
+        if self._runs_before(binding, feed, feed_ctx):
+            return True  # `if lam > 0: x2 = G(z2)` then, inside, `if jpeg: x2 = decode(x2)`
         # `if done: loss.backward(); h = init()` restarts together with the backward it needs
         return any(
             stmt_ctx.guard is guard and any(call_name(c) in BACKWARD_FUNCTIONS for c in self.analysis.calls_in(stmt))
             for stmt, stmt_ctx in self.analysis.statements_in_loop(loop)
         )
+
+    def _runs_before(self, binding, feed, feed_ctx: Context) -> bool:
+        """Does the binding run earlier in every pass that runs the feed: before it, in the
+        same loops or outer ones, under the same ``if`` branches or fewer?"""
+        binding_ctx = binding.ctx
+        depth = len(binding_ctx.loops)
+        if binding_ctx.order >= feed_ctx.order or binding_ctx.scope is not feed_ctx.scope \
+                or list(binding_ctx.loops) != list(feed_ctx.loops)[:depth]:
+            return False
+        scope = feed_ctx.scope
+        binding_path = self.analysis.branch_tests(binding.stmt, scope)
+        feed_path = self.analysis.branch_tests(feed, scope)
+        return len(binding_path) <= len(feed_path) and all(
+            first[0] is second[0] and first[1] == second[1] for first, second in zip(binding_path, feed_path))
 
     def _detaches_in_place(self, call, stmt, key: str, ctx: Context) -> bool:
         """``h.detach_()``, ``for v in h: v.detach_()``, ``[v.detach_() for v in h]``, or an

@@ -790,9 +790,24 @@ class Trainer:
                         and dotted_name(func.value) == "self":
                     # a module training itself (`self.fit_on_task(...)`), or its model
                     return True  # (`self.sd.text_encoder`, a part of a pipeline, may well be frozen)
-                if any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args):
+                if any(_same_model(dotted_name(strip_pass_through(arg.value)), key) for arg in call.args) \
+                        and not self._optimizes_other_models(call, callee, key):
                     return True
         return False
+
+    def _optimizes_other_models(self, call, callee, key: str) -> bool:
+        """Does the helper handed the model step only optimizers it builds over other models'
+        parameters (``Adam(student.parameters())`` while ``teacher`` is handed in frozen)?"""
+        owner = callee.owner
+        parameters = [name for name, value in passed_arguments(call, callee).items()
+                      if _same_model(dotted_name(strip_pass_through(value)), key)]
+        stepped = [(optimizer, inner_ctx) for inner, inner_ctx, _ in owner.scope_calls(callee)
+                   if (optimizer := owner.stepped_optimizer(inner, inner_ctx)) is not None]
+        return bool(parameters) and bool(stepped) and all(
+            owner.optimizer_built_here(optimizer, inner_ctx)
+            and not any(owner.optimizes(optimizer, inner_ctx, parameter) for parameter in parameters)
+            for optimizer, inner_ctx in stepped
+        )
 
 
 class ModeSwitches:
