@@ -163,6 +163,14 @@ PARAMETERISED_LAYERS = frozenset({
     "ConvTranspose3d", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm",
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "PReLU",
 })
+# torch.nn layers without parameters or buffers: one operation on their input, recording a graph
+# only when that input requires grad.
+PARAMETERLESS_LAYERS = frozenset({
+    "ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Hardswish",
+    "Hardsigmoid", "Softmax", "Softmax2d", "LogSoftmax", "Softmin", "Dropout", "Dropout1d", "Dropout2d",
+    "Identity", "Flatten", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d", "Upsample", "PixelShuffle",
+})
 
 # Optimizers are recognised by name (`optimizer`, `opt_d`, `optimizerG`, `self.actor.optimizer`)
 # or by what they are built from; these words make an optimizer-ish name something else.

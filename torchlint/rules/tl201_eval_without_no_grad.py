@@ -12,7 +12,7 @@ from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.syntax import collect_nodes
 from torchlint.analysis.vocabulary import (
     COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS,
-    NOT_FORWARD_METHOD_RE,
+    NOT_FORWARD_METHOD_RE, PARAMETERLESS_LAYERS,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
@@ -1407,6 +1407,51 @@ def unit_test():
 if __name__ == "__main__":
     unit_test()
 """,
+        """\
+class UnetBlock(nn.Module):
+    def __init__(self, up_channels, skip_channels):
+        super().__init__()
+        self.conv = nn.Conv2d(up_channels, skip_channels, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+class DynamicUnet(SequentialEx):
+    def __init__(self, encoder, sizes, n_classes):
+        x = dummy_eval(encoder, (256, 256)).detach()  # shape probes while building the layers
+        middle = nn.Sequential(nn.Conv2d(x.shape[1], x.shape[1], 3), nn.ReLU()).eval()
+        x = middle(x)
+        layers = [encoder, middle]
+        for size in sizes:
+            block = UnetBlock(int(x.shape[1]), size).eval()
+            layers.append(block)
+            x = block(x)
+        super().__init__(*layers, nn.Conv2d(int(x.shape[1]), n_classes, 1))
+""",
+        """\
+class Segmenter:
+    def __init__(self, generator):
+        self.generator = generator
+        self.softmax = nn.Softmax2d()  # no weights: it records a graph only for an input that requires grad
+
+    def show(self, images, writer, step):
+        self.generator.eval()
+        with torch.no_grad():
+            fake = self.generator(images).detach()
+        fake = self.softmax(fake)
+        writer.add_image("prediction", fake.max(1)[1][0].cpu().numpy(), step)
+""",
+        """\
+def test(env, actor, steps):
+    actor.eval()
+    obs = env.reset()
+    for step in range(steps):
+        with torch.no_grad():
+            action = actor(torch.as_tensor(obs)).numpy()
+        obs, reward, done, info = env.step(action)
+        actor.sample_noise()  # new draws for the noisy layers: no forward pass
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2069,11 +2114,12 @@ if __name__ == "__main__":
         arguments = [arg.value for arg in call.args]
         return bool(arguments) and all(self._made_up(argument, ctx, 0) for argument in arguments)
 
-    def _made_up(self, expr, ctx: Context, depth: int) -> bool:
+    def _made_up(self, expr, ctx: Context, depth: int, seen: frozenset = frozenset()) -> bool:
         expr = strip_pass_through(expr)
         while type(expr) is cst.Call:
             if type(expr.func) is cst.Attribute and expr.func.attr.value in (
-                    "cuda", "to", "float", "half", "double", "long", "cpu", "unsqueeze", "view", "reshape", "requires_grad_"):
+                    "cuda", "to", "float", "half", "double", "long", "cpu", "unsqueeze", "view", "reshape", "requires_grad_",
+                    "detach"):
                 expr = expr.func.value
             elif last_part(dotted_name(expr.func) or "") == "Variable" and expr.args:
                 expr = strip_pass_through(expr.args[0].value)  # `Variable(torch.randn(...))`, the old wrapper
@@ -2083,18 +2129,22 @@ if __name__ == "__main__":
         if kind in (cst.Integer, cst.Float, cst.SimpleString) or kind is cst.Name and expr.value in ("None", "True", "False"):
             return True
         if kind in (cst.Tuple, cst.List):
-            return all(self._made_up(element.value, ctx, depth + 1) for element in expr.elements)
+            return all(self._made_up(element.value, ctx, depth + 1, seen) for element in expr.elements)
         if kind is cst.Call:
             qualified = self.analysis.qualified_name(expr.func) or ""
+            if "dummy" in {word.lower() for word in name_words(last_part(qualified or dotted_name(expr.func) or ""))}:
+                return True  # `dummy_eval(encoder, size)`, `make_dummy_input(cfg)`
             if qualified.rpartition(".")[0] != "torch" and not self._is_model_run(expr, ctx):
                 return False  # (a model run on made-up inputs makes up its outputs too)
             if last_part(qualified) in SYNTHETIC_FACTORIES:
                 return True
             # `torch.log(torch.randn(...))`: a torch function of made-up tensors
             positional = [arg.value for arg in expr.args if arg.keyword is None]
-            return bool(positional) and depth < 6 and all(self._made_up(arg, ctx, depth + 1) for arg in positional)
+            return bool(positional) and depth < 6 and all(self._made_up(arg, ctx, depth + 1, seen) for arg in positional)
         if kind is cst.BinaryOperation:  # `[498] * 15`
-            return self._made_up(expr.left, ctx, depth + 1) and self._made_up(expr.right, ctx, depth + 1)
+            return self._made_up(expr.left, ctx, depth + 1, seen) and self._made_up(expr.right, ctx, depth + 1, seen)
+        if kind is cst.Name and expr.value in seen:
+            return True  # `x = block(x)`: made up if what it started from is
         if kind is cst.Name and depth < 6:
             if self._filled_with_data(expr.value, ctx.scope):
                 return False  # `x = torch.zeros(3, h, w)` then `x[:] = img`: a buffer for real data
@@ -2102,7 +2152,7 @@ if __name__ == "__main__":
             bindings = ctx.scope.bindings.get(expr.value, ())
             return bool(bindings) and all(
                 binding.kind == "assign" and binding.value is not None
-                and self._made_up(binding.value, binding.ctx, depth + 1) for binding in bindings)
+                and self._made_up(binding.value, binding.ctx, depth + 1, seen | {expr.value}) for binding in bindings)
         return False
 
     def _filled_with_data(self, name: str, scope) -> bool:
@@ -2604,8 +2654,11 @@ if __name__ == "__main__":
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             is_forward = self._is_forward if not strict else self._is_model_run if scope._memo.get("tl201_strict") \
                 else self._is_module_call
+            # (made-up inputs: a script's smoke test, or a constructor's shape probe, `x = block(x)`
+            # on a dummy tensor to size the next layer)
             call = next((call for call in calls if is_forward(call, ctx) and not self._reported_in_script(call, ctx)
-                         and not (scope._memo.get("tl201_strict") and self._synthetic_inputs(call, ctx))), None)
+                         and not ((scope._memo.get("tl201_strict") or scope.name == "__init__")
+                                  and self._synthetic_inputs(call, ctx))), None)
             if call is None and not strict:
                 # a helper that loops over the batches itself: `run_epoch(model, val_data)`
                 call = next((call for call in self.analysis.calls_in(stmt) if self._loops_forward(call, ctx)), None)
@@ -2872,8 +2925,8 @@ if __name__ == "__main__":
         words = {word.lower() for word in name_words(func.attr.value)}
         if not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES:
             return False
-        if words & {"register", "hook", "hooks"}:
-            return False  # `layer.register_forward_hook(fn)` runs nothing
+        if words & {"register", "hook", "hooks", "noise"}:
+            return False  # `layer.register_forward_hook(fn)`, `actor.sample_noise()` (new noisy-layer draws) run nothing
         methods = self._readable_methods(func, ctx)
         if methods:  # the project's own classes: what their method does decides
             if any(self._reports_itself(method) for method in methods):
@@ -2954,7 +3007,7 @@ if __name__ == "__main__":
         if verb is not None and 0 < verb.end() < len(last_part(name)):
             return False  # `core.read_model(path)`, `load_model(cfg)`: named for what it makes, not a module
         return self.analysis.is_module(target, ctx) and not self._is_predicting_wrapper(name, ctx) \
-            and not self._switched_off(name)
+            and not self._switched_off(name) and self.analysis.constructed_layer(target, ctx) not in PARAMETERLESS_LAYERS
 
     def _switched_off(self, key: str) -> bool:
         """Does the file switch the model's parameters out of requiring grad, and never back on

@@ -4,7 +4,7 @@ import re
 
 from torchlint.analysis import GradMode, Context, call_arguments, dotted_name, keyword_argument, last_part
 from torchlint.analysis.syntax import _names_match
-from torchlint.analysis.vocabulary import PARAMETERISED_LAYERS, STEP_SOURCE_RE
+from torchlint.analysis.vocabulary import PARAMETERISED_LAYERS, PARAMETERLESS_LAYERS, STEP_SOURCE_RE
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Replace, with_keywords
 from torchlint.rule import Rule
@@ -12,12 +12,7 @@ from torchlint.rule import Rule
 CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
 # Layers that are one operation: checkpointing one alone saves nothing (it keeps its input, which
 # is what the layer itself would have kept, or as much).
-SINGLE_OPERATION_LAYERS = PARAMETERISED_LAYERS | frozenset({
-    "ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Hardswish",
-    "Hardsigmoid", "Softmax", "LogSoftmax", "Dropout", "Dropout1d", "Dropout2d", "Identity",
-    "Flatten", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-    "AdaptiveAvgPool2d",
-})
+SINGLE_OPERATION_LAYERS = PARAMETERISED_LAYERS | PARAMETERLESS_LAYERS
 SINGLE_OPERATION_FUNCTIONS = frozenset({
     "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout", "linear",
     "conv1d", "conv2d", "layer_norm", "leaky_relu", "mish", "elu",
@@ -215,17 +210,8 @@ for x, y in loader:
         qualified = analysis.qualified_name(function) or ""
         if qualified.startswith("torch.") and last_part(qualified) in SINGLE_OPERATION_FUNCTIONS:
             return last_part(qualified)
-        value = function
-        if type(function) in (cst.Name, cst.Attribute):
-            key = dotted_name(function)
-            binding = analysis.lookup(key, ctx) if key is not None else None
-            value = analysis.bound_value(binding) if binding is not None else None
-        if type(value) is not cst.Call:
-            return None
-        constructed = analysis.qualified_name(value.func) or ""
-        if constructed.startswith("torch.nn.") and last_part(constructed) in SINGLE_OPERATION_LAYERS:
-            return last_part(constructed)
-        return None
+        constructed = analysis.constructed_layer(function, ctx)
+        return constructed if constructed in SINGLE_OPERATION_LAYERS else None
 
     def _grad_free(self, expr, ctx: Context, depth: int = 0) -> bool:
         """Does ``expr`` certainly not require grad: data from a loader or a batch, token ids
