@@ -656,3 +656,30 @@ def test_an_evaluation_helper_called_by_a_prediction_script(tmp_path):
         """
     write(tmp_path, {"wrapper.py": MODEL_WRAPPER, "helpers.py": EVAL_HELPERS, "predict.py": script})
     assert codes(tmp_path / "predict.py") == [(10, "TL201")]
+
+
+def test_an_evaluation_helper_reported_in_its_own_file_is_not_reported_again_at_its_calls(tmp_path):
+    helpers = """\
+        def evaluate(model, loader):
+            model.eval()
+            correct = 0
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+            return correct
+        """
+    train = """\
+        import torch
+        from helpers import evaluate
+
+        def fit(model, train_loader, val_loader, optimizer, epochs):
+            for epoch in range(epochs):
+                model.train()
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                print(evaluate(model, val_loader))
+        """
+    write(tmp_path, {"helpers.py": helpers, "train.py": train})
+    assert [code for _, code in codes(tmp_path / "helpers.py")] == ["TL201"]
+    assert "TL201" not in [code for _, code in codes(tmp_path / "train.py")]

@@ -1526,9 +1526,11 @@ def test(env, actor, steps):
                         or not self._name_says_evaluation(callee.name) or callee.name.startswith("test_"):
                     continue
                 owner = callee.owner
-                if owner.backpropagates(callee) or owner.steps_optimizer(callee) or self._reported_inside(callee) \
+                if owner.backpropagates(callee) or owner.steps_optimizer(callee) \
                         or any(token in owner.module.code_for_node(callee.node) for token in HELPER_TRAINING_TOKENS):
                     continue  # (`.train()`: a forward in training mode, re-estimating batch-norm statistics)
+                if (self if owner is analysis else type(self)(owner, [], self.options))._reports_itself(callee):
+                    continue  # reported once, at its own forward pass, in its own file
                 forward = self._looped_forward_through_arguments(call, ctx, callee)
                 if forward is None:
                     continue

@@ -73,6 +73,11 @@ class TrainModeNotRestored(Rule):
         "validations, never switches it back: after the first validation it trains with dropout off and batch norm frozen"
     )
     HANDED_FIX = "call `{model}.train()` at the start of `{step}`"
+    CLASS_MESSAGE = (
+        "`{stmt}` switches `{model}` to evaluation mode, and nothing in this file switches it back, while "
+        "`{owner}` trains it (`{optimizer}`): every update after this call trains with dropout off and batch norm frozen"
+    )
+    CLASS_FIX = "call `{model}.train()` before `{model}` is trained (at the start of the update method)"
     AUTOFIX = (
         "Unsafe: inserts `model.train()` right before the statement of the loop's body that trains "
         "first (the inner loop over batches, or the training helper's call), so every pass trains "
@@ -294,6 +299,23 @@ class Trainer:
             self.optimizer.zero_grad()
             F.cross_entropy(self.model(x), y).backward()
             self.optimizer.step()
+""",
+        """\
+class Agent:
+    def __init__(self):
+        self.actor = Actor()  # batch norm inside
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=1e-4)
+
+    def act(self, obs):
+        self.actor.eval()  # expect: TL202
+        with torch.no_grad():
+            return self.actor(obs).numpy()
+
+    def update(self, batch):
+        loss = -self.critic(batch.obs, self.actor(batch.obs)).mean()
+        self.actor_optimizer.zero_grad()
+        loss.backward()
+        self.actor_optimizer.step()
 """,
     ]
     VALID = [
@@ -531,7 +553,94 @@ class Trainer:
             F.cross_entropy(self.model(x), y).backward()
             self.optimizer.step()
 """,
+        """\
+class Agent:
+    def __init__(self):
+        self.actor = Actor()
+        self.actor_target = copy.deepcopy(self.actor).eval()
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=1e-4)
+
+    def act(self, obs):
+        self.actor.eval()
+        with torch.no_grad():
+            action = self.actor(obs).numpy()
+        self.actor.train()
+        return action
+
+    def update(self, batch):
+        loss = -self.critic(batch.obs, self.actor(batch.obs)).mean()
+        self.actor_optimizer.zero_grad()
+        loss.backward()
+        self.actor_optimizer.step()
+""",
+        """\
+class Evaluator:  # the training script switches every network back itself
+    def __init__(self, agent):
+        self.agent = agent
+
+    def run(self, env):
+        self.agent.actor.eval()
+        return rollout(env, self.agent.actor)
+
+
+def train(agent, env, steps):
+    for step in range(steps):
+        agent.actor.train()
+        agent.update(env.sample())
+""",
     ]
+
+    def visit_ClassDef(self, node, ctx: Context) -> None:
+        """An agent or trainer class (not a module: no caller's ``.train()`` reaches its networks)
+        that switches one of its networks to ``.eval()`` to act or to evaluate, steps an
+        optimizer built over that network's parameters, and never switches it back anywhere in
+        the file (DDPG agents with batch norm that call ``self.actor.eval()`` to pick actions)."""
+        analysis = self.analysis
+        if not analysis.may_contain(".eval(") or not analysis.may_contain(".step("):
+            return
+        class_scope = analysis.scopes.get(id(node))
+        if class_scope is None or analysis.is_module_class(node.name) or analysis.is_test_module \
+                or any((dotted_name(base.value) or "").endswith("TestCase") for base in node.bases):
+            return
+        switches = [(stmt, ctx, _switch_of(stmt)) for stmt, ctx in self._statements_switching()]
+        restoring = {dotted_name(strip_pass_through(receiver)) for _, _, (mode, receiver) in switches if mode == "train"}
+        if any(key is None or not key.startswith("self.") for key in restoring):
+            return  # `model.train()`, `m.train()` over a list: it may well restore these networks
+        reported = set()
+        for stmt, ctx, (mode, receiver) in switches:
+            key = dotted_name(strip_pass_through(receiver))
+            method = ctx.scope
+            if mode != "eval" or key is None or not key.startswith("self.") or key.count(".") != 1 or key in reported \
+                    or method.class_scope is not class_scope or method.name == "__init__" or _names_a_copy(key) \
+                    or any(_same_model(key, other) for other in restoring):
+                continue
+            optimizer = self._class_optimizer_of(class_scope, key)
+            if optimizer is None:
+                continue
+            reported.add(key)
+            self.report(stmt, self.CLASS_MESSAGE.format(stmt=self.code(stmt, 50), model=key, owner=node.name.value,
+                                                        optimizer=optimizer),
+                        self.CLASS_FIX.format(model=key))
+
+    def _statements_switching(self) -> list:
+        """Statements anywhere in the file that switch a model's mode."""
+        return [(stmt, ctx) for kind in ("Expr", "Assign") for stmt, ctx in self.analysis.statements_by_type.get(kind, ())
+                if _switch_of(stmt) is not None]
+
+    def _class_optimizer_of(self, class_scope, key: str) -> str | None:
+        """The code of an optimizer the class steps that was built over ``key``'s parameters."""
+        analysis = self.analysis
+        for method in analysis.scopes.values():
+            if method.kind != "function" or method.class_scope is not class_scope:
+                continue
+            for stmt, ctx in method.statements:
+                if ctx.scope is not method:
+                    continue
+                for call in analysis.calls_in(stmt):
+                    optimizer = analysis.stepped_optimizer(call, ctx)
+                    if optimizer is not None and analysis.optimizes(optimizer, ctx, key):
+                        return self.code(optimizer, 40)
+        return None
 
     def visit_For(self, node, ctx: Context) -> None:
         self._check_loop(node)
