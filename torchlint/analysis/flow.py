@@ -105,6 +105,23 @@ class ControlFlowQueries:
                     return True
         return False
 
+    def restarted_by_own_method(self, key: str, ctx: Context) -> bool:
+        """Does another method of the class give ``self.x`` a fresh value that does not read the
+        old one (``self.cum_attn = torch.zeros(b, t)`` in ``init_states``), other than
+        ``__init__`` and epoch-level hooks? The state then lives from one restart to the next
+        (one sequence, one episode), not for the whole of training."""
+        class_scope = ctx.scope.class_scope
+        if class_scope is None or not key.startswith("self."):
+            return False
+        for binding in class_scope.bindings.get(key, ()):
+            method = binding.ctx.scope
+            if method is ctx.scope or method.kind != "function" or method.name == "__init__" \
+                    or "epoch" in method.name.lower() or binding.kind != "assign" or binding.element:
+                continue
+            if binding.value is not None and key not in mentioned_keys(binding.value):
+                return True
+        return False
+
     def container_outlives_iteration(self, key: str, ctx: Context, loop: Loop | None = None) -> bool:
         """Does the container ``key``, stored into by a statement at ``ctx`` inside a loop, keep
         what it receives beyond the iteration of ``loop`` (default: the innermost): not a

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import ACCUMULATES, ATTACHMENT_TOKENS, Context, dotted_name, storage_key
+from torchlint.analysis import ACCUMULATES, ATTACHMENT_TOKENS, Context, dotted_name, mentioned_keys, storage_key
 from torchlint.lazy import cst
 from torchlint.fix import detach_fix
 from torchlint.rule import Rule
@@ -150,6 +150,17 @@ class TrainManager:
         self.optimizer.zero_grad()
         return norm_batch_loss
 """,
+        """\
+class Classifier(LightningModule):
+    def training_step(self, batch, batch_idx):
+        loss = F.cross_entropy(self(batch[0]), batch[1])
+        self.epoch_loss = self.epoch_loss + loss  # expect: TL102
+        return loss
+
+    def on_train_epoch_end(self):
+        self.log("epoch_loss", self.epoch_loss)
+        self.epoch_loss = 0.0
+""",
     ]
     VALID = [
         """\
@@ -281,6 +292,23 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
 """,
+        """\
+class LocationAttention(nn.Module):
+    def __init__(self, query_dim, attention_dim):
+        super().__init__()
+        self.query = nn.Linear(query_dim, attention_dim)
+        self.location = nn.Conv1d(1, attention_dim, 31, padding=15)
+        self.v = nn.Linear(attention_dim, 1)
+
+    def init_states(self, memory):  # the decoder calls it at the start of every utterance
+        self.cum_attn = torch.zeros(memory.size(0), memory.size(1), device=memory.device)
+
+    def forward(self, query, memory):
+        energies = self.v(torch.tanh(self.query(query).unsqueeze(1) + self.location(self.cum_attn.unsqueeze(1))))
+        weights = F.softmax(energies.squeeze(-1), dim=1)
+        self.cum_attn = self.cum_attn + weights  # the utterance's own state, read by the next step
+        return torch.bmm(weights.unsqueeze(1), memory).squeeze(1)
+""",
     ]
 
     def visit_AugAssign(self, node, ctx: Context) -> None:
@@ -384,6 +412,26 @@ for x, y in loader:
         return bool(before) and before[-1].kind == "assign" and before[-1].ctx.guard is None \
             and len(before[-1].ctx.loops) == len(ctx.loops) - 1
 
+    def _model_state(self, key: str, ctx: Context) -> bool:
+        """``self.cum_attn = self.cum_attn + weights`` in a module's forward computation, read back
+        by the module's own computation and restarted by one of its methods for every sequence:
+        state the forward pass needs, not a running total of the training."""
+        analysis = self.analysis
+        class_scope = ctx.scope.class_scope
+        if class_scope is None or not analysis.is_module_class(class_scope.node.name):
+            return False
+        if not analysis.restarted_by_own_method(key, ctx):
+            return False
+        # read where it is not being added to: the computation uses it
+        return any(
+            key in mentioned_keys(stmt.value if type(stmt) in (cst.Assign, cst.AugAssign) else stmt)
+            and not any(storage_key(target.target) == key for target in getattr(stmt, "targets", ()))
+            and not (type(stmt) is cst.AugAssign and storage_key(stmt.target) == key)
+            for method in analysis.scopes.values() if method.kind == "function" and method.class_scope is class_scope
+            for stmt, stmt_ctx in method.statements
+            if stmt_ctx.scope is method and type(stmt).__name__ not in ("If", "For", "While", "With", "Try", "FunctionDef", "ClassDef")
+        )
+
     def _check(self, node, key: str, added, ctx: Context) -> None:
         analysis = self.analysis
         terms = added if isinstance(added, list) else [added]
@@ -395,6 +443,8 @@ for x, y in loader:
             return  # a per-step function's local: gone when the call returns
         if loop.implicit is not None and key.startswith("self.") and analysis.kept_at_calls(ctx.scope, "accumulates"):
             return  # `meter.update(loss)` is reported at the call, where `.item()` belongs
+        if loop.implicit is not None and self._model_state(key, ctx):
+            return  # a model's own state over one sequence (cumulative attention), restarted by its reset method
         # (`if ema is None: ema = loss` / `else: ema = beta * ema + ...` starts the sum, it does not reset it)
         resets = [reset for reset in analysis.resets_in_loop(key, loop)
                   if not analysis.exclusive_branches(reset.stmt, node, ctx.scope)]

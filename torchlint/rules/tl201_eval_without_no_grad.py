@@ -56,6 +56,9 @@ ASSIGNED_NAME_RE = re.compile(r"\s*([\w.]+)\s*(?::[^=]+)?=(?!=)")
 OPTIMIZED_RE_TEMPLATE = r"(?:optim\.\w+|Adam\w*|SGD|RMSprop)\(\s*\[?[^)]{0,200}?(?<![\w.])%s\b"
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
 HELPER_TRAINING_TOKENS = DELIBERATE_GRAD_TOKENS + (".train(",)
+# Method words of a forward pass that libraries' own methods of the name run without grad: only
+# a project's method of the name, read, counts.
+READ_ONLY_COMPUTING_WORDS = frozenset({"generate", "encode"})
 # A test of the mode a shared train/eval loop runs in: `to_do == "train"`, `is_training`,
 # `phase == 'train'` (not a module's own `.training` flag).
 _MODE_TEST_RE = re.compile(
@@ -264,6 +267,10 @@ class EvalWithoutNoGrad(Rule):
     DATA_ONLY_MESSAGE = (
         "`{call}` runs a forward pass with autograd enabled whose results are only read as data "
         "(`.detach()`, `.data`, `.item()`): the graph it records is never used"
+    )
+    VOLATILE_MESSAGE = (
+        "`{call}` runs a forward pass on a `volatile=True` Variable with autograd enabled: `volatile` has had no "
+        "effect since PyTorch 0.4, so the graph it was meant to avoid is recorded"
     )
     HELPER_MESSAGE = (
         "`{call}` runs `{function}`, which loops over forward passes (`{forward}`) of the model it is handed, "
@@ -934,6 +941,15 @@ class Agent:
         projected = torch.tensor(project(next_probs, rewards, gamma))
         return -(F.log_softmax(distr, dim=1) * projected).sum(dim=1).mean()
 """,
+        """\
+class TestModel:
+    def set_input(self, batch):
+        self.input_A = batch["A"]
+
+    def test(self):  # once per test image, from the test script
+        self.real_A = Variable(self.input_A, volatile=True)
+        self.fake_B = self.netG(self.real_A)  # expect: TL201
+""",
     ]
     VALID = [
         """\
@@ -1452,6 +1468,16 @@ def test(env, actor, steps):
         obs, reward, done, info = env.step(action)
         actor.sample_noise()  # new draws for the noisy layers: no forward pass
 """,
+        """\
+class TestModel:
+    def test(self):
+        if torch.__version__.startswith("0.3"):
+            self.real_A = Variable(self.input_A, volatile=True)  # honoured before 0.4
+            self.fake_B = self.netG(self.real_A)
+        else:
+            with torch.no_grad():
+                self.fake_B = self.netG(self.input_A)
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -1502,8 +1528,48 @@ def test(env, actor, steps):
         frozen model run inside a training loop."""
         if not self._report_evaluation_run(scope) and not self._report_mode_shared_loop(scope) \
                 and not self._report_discarded_in_loop(scope) and not self._report_frozen_model_run(scope) \
-                and not self._report_periodic_evaluation(scope) and not self._report_evaluation_helper_call(scope):
+                and not self._report_periodic_evaluation(scope) and not self._report_evaluation_helper_call(scope) \
+                and not self._report_volatile_forward(scope):
             self._report_data_only_forward(scope)
+
+    def _report_volatile_forward(self, scope) -> bool:
+        """A forward pass on ``Variable(x, volatile=True)`` with grad enabled: the author asked for
+        no graph, but ``volatile`` has done nothing since PyTorch 0.4, so autograd records one
+        (the test methods of pre-0.4 code: ``self.fake_B = self.netG(self.real_A)``)."""
+        analysis = self.analysis
+        if not analysis.may_contain("volatile"):
+            return False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt).__name__ in COMPOUND_STATEMENTS:
+                continue
+            if any("__version__" in self.code(test, 200) for test, _ in analysis.branch_tests(stmt, scope)):
+                continue  # the branch for torch < 0.4, where volatile still works
+            for call in analysis.calls_in(stmt):
+                if (self._is_module_call(call, ctx) or self._is_model_run(call, ctx)) \
+                        and any(self._volatile(arg.value, ctx, 0) for arg in call.args):
+                    self.report(stmt, self.VOLATILE_MESSAGE.format(call=self.code(call, 50)),
+                                f"run `{self.code(call.func, 40)}` under `with torch.no_grad():` (and drop `volatile=True`)")
+                    return True
+        return False
+
+    def _volatile(self, expr, ctx: Context, depth: int) -> bool:
+        """Is ``expr`` (a name bound to, or a tensor op of) ``Variable(..., volatile=True)``?"""
+        expr = strip_pass_through(expr)
+        kind = type(expr)
+        if kind is cst.Call:
+            if last_part(dotted_name(expr.func) or "") == "Variable":
+                return any(arg.keyword is not None and arg.keyword.value == "volatile"
+                           and type(arg.value) is cst.Name and arg.value.value == "True" for arg in expr.args)
+            return depth < 4 and (any(self._volatile(arg.value, ctx, depth + 1) for arg in expr.args)
+                                  or type(expr.func) is cst.Attribute and self._volatile(expr.func.value, ctx, depth + 1))
+        if kind in (cst.Tuple, cst.List):
+            return depth < 4 and any(self._volatile(element.value, ctx, depth + 1) for element in expr.elements)
+        key = dotted_name(expr)
+        if key is None or depth >= 4:
+            return False
+        return any(binding.kind == "assign" and not binding.element and binding.value is not None
+                   and self._volatile(binding.value, binding.ctx, depth + 1)
+                   for binding in self.analysis.reaching_bindings(key, ctx))
 
     def _report_evaluation_helper_call(self, scope) -> bool:
         """A script, or a function that trains, calling with grad enabled a project helper named
@@ -2925,11 +2991,16 @@ def test(env, actor, steps):
         if type(func) is not cst.Attribute or func.attr.value.startswith("_"):
             return False  # a library's private method may well disable grad inside
         words = {word.lower() for word in name_words(func.attr.value)}
-        if not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES:
+        # `model.generate(...)`, `model.encode(...)`: Hugging Face's and sentence-transformers'
+        # turn grad off themselves; a project's own are read below
+        readable_only = not COMPUTING_METHOD_WORDS & words and bool(READ_ONLY_COMPUTING_WORDS & words)
+        if not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES and not readable_only:
             return False
         if words & {"register", "hook", "hooks", "noise"}:
             return False  # `layer.register_forward_hook(fn)`, `actor.sample_noise()` (new noisy-layer draws) run nothing
         methods = self._readable_methods(func, ctx)
+        if readable_only and not methods:
+            return False
         if methods:  # the project's own classes: what their method does decides
             if any(self._reports_itself(method) for method in methods):
                 return False  # reported at its own forward pass, once
