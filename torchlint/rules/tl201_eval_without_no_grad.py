@@ -1478,6 +1478,27 @@ class TestModel:
             with torch.no_grad():
                 self.fake_B = self.netG(self.input_A)
 """,
+        """\
+def validate(val_loader, model, criterion):
+    model.eval()
+    total = 0.0
+    for x, y in val_loader:
+        with torch.no_grad():
+            output = model(x)
+        total += criterion(output, y).item()  # the loss module on a detached output
+    return total
+
+
+def train(train_loader, val_loader, model, optimizer, epochs):
+    criterion = nn.CrossEntropyLoss().cuda()
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        print(validate(val_loader, model, criterion))
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2904,6 +2925,9 @@ class TestModel:
             if argument is None or binding is None or binding.kind != "param" or binding.ctx.scope is not callee:
                 continue
             if type(func) is cst.Name:
+                if LOSS_NAME_RE.search(receiver.value) or LOSS_NAME_RE.search(dotted_name(argument) or "") \
+                        or (analysis.constructed_layer(argument, ctx) or "").endswith("Loss"):
+                    continue  # `criterion(output, target)`: a loss module, not the model
                 if analysis.is_module_by_evidence(argument, ctx):
                     yield inner, inner_ctx
                 continue
