@@ -8,6 +8,9 @@ import re
 from collections import defaultdict
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import CONTAINER_WRITES, GradMode, LIGHTNING_NO_GRAD_HOOKS, _CONVENTIONAL_ROOTS
+
+# Bases of a class that is a plain module, nothing a framework drives.
+PLAIN_MODULE_BASES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
 from torchlint.analysis.syntax import (
     _literal_grad_mode, _merge, dotted_name, is_test_file, iter_expression_nodes, last_part, storage_key)
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
@@ -307,7 +310,8 @@ class ModuleWalk:
         self._bind(node.name.value, "def", node, (), node, ctx)
         class_scope = scope if scope.kind == "class" else scope.class_scope
         body_grad = GradMode.ENABLED
-        if scope.kind == "class" and node.name.value in LIGHTNING_NO_GRAD_HOOKS and not self._uses_skorch():
+        if scope.kind == "class" and node.name.value in LIGHTNING_NO_GRAD_HOOKS and not self._uses_skorch() \
+                and not self._plain_module_class(scope.node):
             body_grad = GradMode.DISABLED  # Lightning runs these hooks under no_grad (skorch does not)
         for decorator in node.decorators:
             body_grad = self._with_item_grad(decorator.decorator, body_grad)
@@ -321,6 +325,13 @@ class ModuleWalk:
             if isinstance(param, cst.Param):
                 self._bind(param.name.value, "param", None, (), node, param_ctx)
         self._walk_suite(node.body, function_scope, (), body_grad, None, False)
+
+    def _plain_module_class(self, class_node) -> bool:
+        """A class deriving from ``nn.Module`` alone, in a file that does not import Lightning: its
+        ``validation_step`` is a method its own code calls, not a Lightning hook."""
+        if any(name.split(".")[0] in ("lightning", "pytorch_lightning") for name in self.imports.values()):
+            return False
+        return bool(class_node.bases) and all(dotted_name(base.value) in PLAIN_MODULE_BASES for base in class_node.bases)
 
     def _uses_skorch(self) -> bool:
         """skorch's ``NeuralNet.validation_step`` runs with grad enabled unless it disables it."""

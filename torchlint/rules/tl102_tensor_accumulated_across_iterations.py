@@ -424,7 +424,8 @@ class LocationAttention(nn.Module):
             return False
         # read where it is not being added to: the computation uses it
         return any(
-            key in mentioned_keys(stmt.value if type(stmt) in (cst.Assign, cst.AugAssign) else stmt)
+            any(used == key or used.startswith(key + ".")
+                for used in mentioned_keys(stmt.value if type(stmt) in (cst.Assign, cst.AugAssign) else stmt))
             and not any(storage_key(target.target) == key for target in getattr(stmt, "targets", ()))
             and not (type(stmt) is cst.AugAssign and storage_key(stmt.target) == key)
             for method in analysis.scopes.values() if method.kind == "function" and method.class_scope is class_scope

@@ -19,7 +19,7 @@ from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
 from torchlint.rule import Rule
 
 DEFAULT_EVAL_WORDS = (
-    "evaluate", "evaluation", "eval", "validate", "validation", "valid", "val", "test", "predict", "prediction",
+    "evaluate", "evaluation", "eval", "validate", "validation", "valid", "val", "test", "testing", "predict", "prediction",
     "predictions", "infer", "inference",
 )
 # Calling a loss on outputs builds no graph of its own worth reporting: the model call does.
@@ -56,9 +56,6 @@ ASSIGNED_NAME_RE = re.compile(r"\s*([\w.]+)\s*(?::[^=]+)?=(?!=)")
 OPTIMIZED_RE_TEMPLATE = r"(?:optim\.\w+|Adam\w*|SGD|RMSprop)\(\s*\[?[^)]{0,200}?(?<![\w.])%s\b"
 DELIBERATE_GRAD_TOKENS = ("requires_grad", "autograd", ".backward(", "jacobian", "hessian", "vjp", "jvp")
 HELPER_TRAINING_TOKENS = DELIBERATE_GRAD_TOKENS + (".train(",)
-# Method words of a forward pass that libraries' own methods of the name run without grad: only
-# a project's method of the name, read, counts.
-READ_ONLY_COMPUTING_WORDS = frozenset({"generate", "encode"})
 # A test of the mode a shared train/eval loop runs in: `to_do == "train"`, `is_training`,
 # `phase == 'train'` (not a module's own `.training` flag).
 _MODE_TEST_RE = re.compile(
@@ -131,7 +128,7 @@ class EvalWithoutNoGrad(Rule):
     what follows `model.eval()` in a function (until that model's `.train()`), which covers
     the epoch function with a training phase and then a validation phase, and the body of a
     function whose name says evaluation (`evaluate`, `evaluation`, `eval`, `validate`,
-    `validation`, `valid`, `val`, `test`, `predict`, `infer`, `inference` as a word of a
+    `validation`, `valid`, `val`, `test`, `testing`, `predict`, `infer`, `inference` as a word of a
     snake_case or camelCase name), at a script's or notebook's top level too. Reported once
     per function, at its first forward pass that repeats with grad enabled: inside a loop or
     a comprehension, or anywhere in a function that runs once per batch (a framework's
@@ -949,6 +946,29 @@ class TestModel:
     def test(self):  # once per test image, from the test script
         self.real_A = Variable(self.input_A, volatile=True)
         self.fake_B = self.netG(self.real_A)  # expect: TL201
+""",
+        """\
+class ReconstructionModel(nn.Module):  # a plain module: its own code calls validation_step, not Lightning
+    def __init__(self, width):
+        super().__init__()
+        self.encoder = nn.Linear(width, 8)
+        self.decoder = nn.Linear(8, width)
+
+    def validation_step(self, batch):
+        reconstruction = self.decoder(self.encoder(batch))
+        return {"val_loss": torch.mean((batch - reconstruction) ** 2)}
+
+
+def evaluate(model, val_loader):
+    outputs = [model.validation_step(batch) for batch in val_loader]  # expect: TL201
+    return torch.stack([x["val_loss"] for x in outputs]).mean().item()
+
+
+def testing(model, test_loader):
+    scores = []
+    for batch in test_loader:
+        scores.append(torch.mean((batch - model.decoder(model.encoder(batch))) ** 2, dim=1))  # expect: TL201
+    return scores
 """,
     ]
     VALID = [
@@ -2343,8 +2363,8 @@ def train(train_loader, val_loader, model, optimizer, epochs):
 
     def _name_says_evaluation(self, name: str) -> bool:
         words = {word.lower() for word in self.options.get("eval-function-words") or DEFAULT_EVAL_WORDS}
-        if "test" in words and self.analysis.is_test_module:
-            words.discard("test")  # pytest tests, not evaluation loops
+        if self.analysis.is_test_module:
+            words -= {"test", "testing"}  # pytest tests, not evaluation loops
         return any(word in words for word in name_words(name))
 
     def _is_module_method(self, scope) -> bool:
@@ -3017,9 +3037,8 @@ def train(train_loader, val_loader, model, optimizer, epochs):
         words = {word.lower() for word in name_words(func.attr.value)}
         # `model.generate(...)`, `model.encode(...)`: Hugging Face's and sentence-transformers'
         # turn grad off themselves; a project's own are read below
-        readable_only = not COMPUTING_METHOD_WORDS & words and bool(READ_ONLY_COMPUTING_WORDS & words)
-        if not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES and not readable_only:
-            return False
+        # any other name: only a project's method, read, counts (`model.validation_step(batch)`)
+        readable_only = not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES
         if words & {"register", "hook", "hooks", "noise"}:
             return False  # `layer.register_forward_hook(fn)`, `actor.sample_noise()` (new noisy-layer draws) run nothing
         methods = self._readable_methods(func, ctx)
