@@ -98,6 +98,8 @@ COMPUTING_METHOD_WORDS = frozenset({
     "act", "action", "actions",
     # a named variant of the forward pass: `model.incremental_forward(x, T)`, `forward_features(x)`
     "forward",
+    # a scoring model's forward: `model.score_sp_po(s, p, o)` (knowledge-graph embeddings), `model.cf_score(u, i)`
+    "score", "scores",
     # a model's own objective: `net.loss(theta, x)`, `model.calculate_loss(batch)`, `flow.log_prob(x)`
     "loss", "losses", "nll", "elbo", "logprob", "likelihood",
 })

@@ -970,6 +970,15 @@ def testing(model, test_loader):
         scores.append(torch.mean((batch - model.decoder(model.encoder(batch))) ** 2, dim=1))  # expect: TL201
     return scores
 """,
+        """\
+def entity_ranks(kg_model, triples):
+    kg_model.eval()
+    ranks = []
+    for s, p, o in triples:
+        scores = kg_model.score_sp(s, p)  # expect: TL201
+        ranks.append((scores > scores[o]).sum().item())
+    return ranks
+""",
     ]
     VALID = [
         """\
