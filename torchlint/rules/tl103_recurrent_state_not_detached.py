@@ -71,7 +71,10 @@ class RecurrentStateNotDetached(Rule):
     A bare `h.detach()` whose result is discarded is a no-op and does not count as detaching.
     Not reported: loops without `backward()` (generation, evaluation, a time-step loop inside
     `forward()`), one `backward()` after a loop over the whole sequence, a state re-initialised
-    in the loop (`hidden = model.init_hidden()`), code under `torch.no_grad()`, and a
+    in the loop (`hidden = model.init_hidden()`, also on every arm of an `if` or earlier in the
+    branch that feeds it), a per-step function's local or parameter (a decoder unrolled over
+    one utterance inside `train_batch()`: each call starts afresh; a module handed in and
+    rebound, `teacher = freeze(teacher)`), code under `torch.no_grad()`, and a
     `self.hidden` module with any method that detaches the state. The `self.hidden` form is
     reported when a loop in the same file trains an instance of the module without resetting
     it, or in a `training_step` (which the framework calls once per batch, each time with a

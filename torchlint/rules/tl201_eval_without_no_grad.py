@@ -137,6 +137,17 @@ class EvalWithoutNoGrad(Rule):
     the helper it calls does, and `run_epoch(model, val_loader)` after `model.eval()` is
     reported at the call when `run_epoch` loops over forward passes without training for
     those arguments (a `backward()` under `if train:` does not run for `train=False`).
+    A method of a project class that the code can read counts by what it runs, whatever its
+    name (`model.validation_step(batch)` of a plain `nn.Module`, `model.cf_score(u, i)`); one
+    it cannot read counts when its name says it computes (`predict`, `decode`, `sample`,
+    `score`, ...) and its receiver is a model by evidence. A script or a training function
+    calling, with grad enabled, an evaluation helper of another file (`eval_model(model,
+    dev_data)`) that loops over forward passes of the model it is handed, which only the call
+    can tell is a network (`model.predict(batch)` on an instance of a project class that runs
+    one), is reported at the call; a helper that is reported at its own forward pass in its
+    own file is not reported again at its calls. A forward pass on `Variable(x,
+    volatile=True)` is reported wherever it runs: `volatile` has done nothing since PyTorch
+    0.4 (a branch for older versions, under a test of `torch.__version__`, is left alone).
 
     Inference code is recognised by what it does as well as by its name: a function (also a
     wrapper's `__call__`, `act(obs)`, `sample_images()`) that runs a model with grad enabled,
@@ -212,7 +223,8 @@ class EvalWithoutNoGrad(Rule):
     functions whose every call in the same module is grad-disabled; regions that call
     `backward()`, `torch.autograd.grad` or an optimizer step (fine-tuning with frozen batch
     norm after `model.eval()`, saliency maps); models used only through methods such as
-    `.generate()` / `.encode()`, and Ultralytics `YOLO(...)` wrappers, whose call predicts
+    `.generate()` / `.encode()` of classes the project does not define (Hugging Face's and
+    sentence-transformers' turn grad off themselves), and Ultralytics `YOLO(...)` wrappers, whose call predicts
     under `inference_mode`; a single forward pass outside any loop of a function no loop
     calls (a dry run, or per-sample prediction whose caller is in another file), or inside a
     retry loop (`while retries:`), unless the function itself switched that very model to
@@ -232,7 +244,10 @@ class EvalWithoutNoGrad(Rule):
     followed through the project's imports. Inference-shaped code is left alone when the
     program shows no graph can exist (`out.numpy()` without a detach would raise), when its
     name says it computes gradients (`grad`, `saliency`, `jacobian`) or builds something
-    (`build`, `make`, `create`, `init`: a one-off forward pass that learns shapes).
+    (`build`, `make`, `create`, `init`: a one-off forward pass that learns shapes), or when it
+    runs in a constructor on made-up inputs (`x = block(x)` from `dummy_eval(...)`: shape
+    probes). Parameterless `torch.nn` layers (`nn.Softmax2d()`, activations, pooling) are no
+    model, and `sample_noise()` / `reset_noise()` (new draws for noisy layers) run nothing.
     Inference code that a training loop also calls (an RL rollout collecting data) is reported
     at its own first forward pass, and its callers are not; a function only evaluation loops
     call is reported at those calls. A class that only unfreezes parameters (`p.requires_grad

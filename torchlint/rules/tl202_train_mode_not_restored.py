@@ -27,7 +27,15 @@ class TrainModeNotRestored(Rule):
     validation helper. Helpers defined in the same file are followed (to a bounded depth),
     with their parameters mapped to the arguments of the call and literal arguments deciding
     branches (`run_epoch(model, loader, train=True)` reaches the `model.train()` under
-    `if train:`).
+    `if train:`); helpers of other project files are followed the same way, and a method of
+    an instance built in the loop (`Evaluator(self.model, ...).get_scores()`) switches what
+    its constructor stored (`self.model = model`: the caller's `self.model`).
+
+    Also an agent or trainer class (not a module, so no caller's `.train()` reaches its
+    networks) that switches one of its networks to `.eval()` (to pick actions, to evaluate),
+    steps an optimizer built over that network's parameters, and never switches it back
+    anywhere in the file: a DDPG agent with batch norm calling `self.actor.eval()` in
+    `act()` trains the actor in eval mode from its first action on.
 
     ## Why is this bad?
     `.eval()` stays in force until `.train()` is called. From the second epoch on the model
@@ -43,7 +51,8 @@ class TrainModeNotRestored(Rule):
     which may restore), evaluation that runs only on the last pass (under `if epoch ==
     epochs - 1:` or a test naming the last / final pass, or followed by `break` / `return`),
     models the loop does not train (a DQN target network switched to `.eval()` and only
-    called under `no_grad`), models built afresh in every iteration, loops that backpropagate
+    called under `no_grad`; a frozen teacher handed to a helper whose optimizers are built
+    over other models), models built afresh in every iteration, loops that backpropagate
     without stepping an optimizer (gradient inspection; a call named for the update after
     `backward()`, `train_op()`, or a strategy's `optimizer_step(optimizer, ...)` counts as
     stepping), and `.eval()` on datasets or optimizers. A loop that restores
