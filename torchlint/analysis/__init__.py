@@ -105,12 +105,13 @@ from torchlint.analysis.keeping import ACCUMULATES, STORES, KeepingQueries  # no
 from torchlint.analysis.inplace import InPlaceQueries, MovedLeafQueries
 from torchlint.analysis.objects import ModuleQueries, OptimizerQueries, ScalerQueries, TensorQueries
 from torchlint.analysis.summaries import SummaryQueries
+from torchlint.analysis.uses import UseQueries
 from torchlint.analysis.walk import ModuleWalk
 
 
 class Analysis(
     ModuleWalk, GradModeQueries, ControlFlowQueries, AttachmentQueries, ModuleQueries,
     OptimizerQueries, InPlaceQueries, SummaryQueries, ArgumentQueries,
-    ScalerQueries, MovedLeafQueries, TensorQueries, KeepingQueries,
+    ScalerQueries, MovedLeafQueries, TensorQueries, KeepingQueries, UseQueries,
 ):
     """Everything the rules may ask about one module."""

@@ -349,6 +349,19 @@ class ModuleQueries:
                 return True
         return False
 
+    def constructed_layer(self, expr, ctx: Context) -> str | None:
+        """The ``torch.nn`` layer class that built the module ``expr`` calls (``nn.Softmax2d``
+        for ``self.activation = nn.Softmax2d()``, or for the construction itself); None when it
+        is anything else or unknown."""
+        value = expr
+        if type(expr) in (cst.Name, cst.Attribute):
+            key = dotted_name(expr)
+            binding = self.lookup(key, ctx) if key is not None else None
+            value = self.bound_value(binding) if binding is not None else None
+        if type(value) is not cst.Call:
+            return None
+        constructed = self.qualified_name(value.func) or ""
+        return last_part(constructed) if constructed.startswith("torch.nn.") else None
 
 
 class OptimizerQueries:
@@ -420,20 +433,6 @@ class OptimizerQueries:
         if name in OPTIMIZER_CLASSES or OPTIMIZER_CLASS_RE.search(name) or looks_like_optimizer(name):
             return binding.value
         return None
-
-    def constructed_layer(self, expr, ctx: Context) -> str | None:
-        """The ``torch.nn`` layer class that built the module ``expr`` calls (``nn.Softmax2d``
-        for ``self.activation = nn.Softmax2d()``, or for the construction itself); None when it
-        is anything else or unknown."""
-        value = expr
-        if type(expr) in (cst.Name, cst.Attribute):
-            key = dotted_name(expr)
-            binding = self.lookup(key, ctx) if key is not None else None
-            value = self.bound_value(binding) if binding is not None else None
-        if type(value) is not cst.Call:
-            return None
-        constructed = self.qualified_name(value.func) or ""
-        return last_part(constructed) if constructed.startswith("torch.nn.") else None
 
     # ------------------------------------------------------------------ what an optimizer updates
 

@@ -9,9 +9,10 @@ from torchlint.analysis import (
 )
 from torchlint.analysis.arguments import constant_arguments, passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
+from torchlint.analysis.uses import CONVERSIONS_KEEPING_DATA, GRAPH_KEEPING_CONVERSIONS, conversion_source
 from torchlint.analysis.syntax import collect_nodes
 from torchlint.analysis.vocabulary import (
-    COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS, NON_DIFFERENTIABLE_METHODS,
+    COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS,
     NOT_FORWARD_METHOD_RE, PARAMETERLESS_LAYERS,
 )
 from torchlint.lazy import cst
@@ -39,11 +40,6 @@ BUILDER_WORDS = frozenset({"build", "builder", "make", "create", "construct", "s
 GRADIENT_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "saliency", "jacobian", "hessian"})
 # Names of a module's methods that produce results step by step for their caller.
 GENERATION_WORDS = frozenset({"generate", "generation", "sample", "sampling", "translate", "greedy", "beam"})
-# Tensor methods that keep requires_grad: `.numpy()` after them still raises on a graph output.
-GRAPH_KEEPING_CONVERSIONS = frozenset({"cpu", "cuda", "to", "squeeze", "unsqueeze", "view", "reshape", "flatten", "permute",
-                                       "transpose", "contiguous", "float", "double", "half", "clone", "exp", "sigmoid", "softmax"})
-# ... and with the methods whose results carry no graph: what a detaching call may follow
-CONVERSIONS_KEEPING_DATA = GRAPH_KEEPING_CONVERSIONS | NON_DIFFERENTIABLE_METHODS
 # (at class level only turning requires_grad on counts: `if p.requires_grad` filtering the
 # parameters, `y.requires_grad = False` on labels say nothing about this method's grad mode)
 CLASS_DELIBERATE_GRAD_RE = re.compile(
@@ -1707,7 +1703,7 @@ def train(train_loader, val_loader, model, optimizer, epochs):
                 after = [(other, other_ctx) for other, other_ctx in own[index + 1:]
                          if not analysis.exclusive_branches(stmt, other, scope)]
                 if not names or names & analysis.backpropagated_keys(scope) \
-                        or not self._only_read_as_data(names, after, derive=3):
+                        or not self.analysis.only_read_as_data(names, after, derive=3):
                     continue
             elif not _detached_on_the_spot(stmt, call, analysis):
                 continue
@@ -1916,70 +1912,9 @@ def train(train_loader, val_loader, model, optimizer, epochs):
                          if type(node) is cst.Name}
                 if not names or names & backpropagated:
                     continue
-                if self._only_read_as_data(names, statements[index + 1:]):
+                if self.analysis.only_read_as_data(names, statements[index + 1:]):
                     return stmt, call
         return None
-
-    def _only_read_as_data(self, names: set, statements, helpers: bool = False, derive: int = 0) -> bool:
-        """Is every later use of the names, until they are bound again, turned into data where
-        it is read (``x.data``, ``x.detach()``, ``x.cpu().numpy()``, ``x.tolist()``; with
-        ``helpers``, also handed to a project function that only reads it; with ``derive``,
-        also used to compute a local that is itself only read as data, ``kl = (p * (p /
-        q).log()).sum()`` then ``kl.item()``, to that depth), and is there one?"""
-        analysis = self.analysis
-        used = False
-        for index, (stmt, ctx) in enumerate(statements):
-            converted = set()
-            for expr in analysis.own_expressions(stmt):
-                for node in iter_expression_nodes(expr):
-                    receiver = None
-                    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in DETACHING_METHODS:
-                        receiver = node.func.value
-                    elif type(node) is cst.Attribute and node.attr.value == "data":
-                        receiver = node.value
-                    if receiver is not None:
-                        receiver = _conversion_source(receiver, GRAPH_KEEPING_CONVERSIONS)
-                        if type(receiver) is cst.Name:
-                            converted.add(id(receiver))
-                    elif helpers and type(node) is cst.Call:
-                        converted.update(id(argument) for argument in self._read_as_data_by(node, ctx))
-            bound = {id(node) for target in getattr(stmt, "targets", [stmt]) for node in iter_expression_nodes(target.target)
-                     if type(node) is cst.Name} if type(stmt) in (cst.Assign, cst.AnnAssign) else set()
-            derived = None
-            if derive and type(stmt) is cst.Assign and bound and all(
-                    type(target.target) is cst.Name for target in stmt.targets):
-                derived = {target.target.value for target in stmt.targets}
-            for expr in analysis.own_expressions(stmt):
-                for node in iter_expression_nodes(expr):
-                    if type(node) is cst.Name and node.value in names and id(node) not in bound:
-                        if id(node) not in converted:
-                            if derived is None or derived & names \
-                                    or derived & self.analysis.backpropagated_keys(ctx.scope) \
-                                    or not self._only_read_as_data(derived, statements[index + 1:], helpers, derive - 1):
-                                return False
-                        used = True
-            if type(stmt) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and names & {
-                    node.value for target in getattr(stmt, "targets", [stmt]) for node in
-                    iter_expression_nodes(target.target) if type(node) is cst.Name}:
-                break  # bound again
-        return used
-
-    def _read_as_data_by(self, call, ctx: Context) -> list:
-        """The name arguments of a call of a project function that only reads them: it keeps
-        none of them, returns nothing attached and trains nothing (``self._sample_actions(logits)``
-        returning a sampled action as a NumPy array)."""
-        names = [arg.value for arg in call.args if type(arg.value) is cst.Name]
-        if not names:
-            return []
-        analysis = self.analysis
-        callee = analysis.called_function(call, ctx)
-        if callee is None or callee.kind != "function":
-            return []
-        owner = callee.owner
-        if owner.returns_attached(callee) is not None or owner.passes_tensors_through(callee) \
-                or owner.backpropagates(callee) or owner.steps_optimizer(callee) or owner.kept_parameters(callee):
-            return []
-        return names
 
     def _report_evaluation_run(self, scope) -> bool:
         """Reports the first call, with grad enabled, of a function of the project that trains
@@ -2506,7 +2441,7 @@ def train(train_loader, val_loader, model, optimizer, epochs):
         if not names or index is None:
             return False
         after = [(other, ctx) for other, ctx in own[index + 1:] if not analysis.exclusive_branches(stmt, other, scope)]
-        return self._only_read_as_data(names, after, helpers=True)
+        return self.analysis.only_read_as_data(names, after, helpers=True)
 
     def _forward_helper(self, call, ctx: Context) -> bool:
         """A method of the same object that runs the model and hands back its output with the
@@ -2564,7 +2499,7 @@ def train(train_loader, val_loader, model, optimizer, epochs):
             for call in self.analysis.calls_in(stmt):
                 if call_name(call) != "numpy" or type(call.func) is not cst.Attribute:
                     continue
-                receiver = _conversion_source(call.func.value, GRAPH_KEEPING_CONVERSIONS)
+                receiver = conversion_source(call.func.value, GRAPH_KEEPING_CONVERSIONS)
                 if type(receiver) is cst.Name and receiver.value in bound:
                     binding = self.analysis.lookup(receiver.value, ctx)
                     if binding is not None and binding.stmt is forward_stmt:
@@ -3319,32 +3254,9 @@ def _detached_on_the_spot(stmt, call, analysis) -> bool:
     for outer in analysis.calls_in(stmt):
         if call_name(outer) not in DETACHING_METHODS or type(outer.func) is not cst.Attribute:
             continue
-        if _conversion_source(outer.func.value, CONVERSIONS_KEEPING_DATA, stop=call) is call:
+        if conversion_source(outer.func.value, CONVERSIONS_KEEPING_DATA, stop=call) is call:
             return True
     return False
-
-
-def _conversion_source(expr, methods, stop=None):
-    """What ``expr`` is a conversion of, past subscripts and calls of ``methods``
-    (``out[0].cpu()`` -> ``out``); the walk ends at ``stop``."""
-    while expr is not stop:
-        if type(expr) is cst.Subscript:
-            expr = expr.value
-        elif type(expr) is cst.Call and (dotted_name(expr.func) or "").rpartition(".")[0] in TORCH_FUNCTION_PREFIXES:
-            if not (expr.args and expr.args[0].keyword is None
-                    and last_part(dotted_name(expr.func)) in methods | ELEMENTWISE_FUNCTIONS):
-                break
-            expr = expr.args[0].value  # `F.softmax(logits, dim=1).data`
-        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in methods:
-            expr = expr.func.value
-        else:
-            break
-    return expr
-
-
-TORCH_FUNCTION_PREFIXES = frozenset({"F", "torch", "nn.functional", "torch.nn.functional"})
-# Functions of one tensor that keep its graph, read through to what they convert.
-ELEMENTWISE_FUNCTIONS = frozenset({"softmax", "log_softmax", "sigmoid", "tanh", "relu", "exp"})
 
 
 def _class_takes_gradients(code: str) -> bool:
