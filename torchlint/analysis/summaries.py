@@ -345,6 +345,24 @@ class SummaryQueries:
                         index.setdefault(id(callee), []).append((call, ctx))
         return index.get(id(scope), [])
 
+    @staticmethod
+    def has_no_body(scope: Scope) -> bool:
+        """Is the function a stub its subclasses implement: nothing but a docstring, ``...``,
+        ``pass`` or ``raise NotImplementedError``?"""
+        body = scope.node.body
+        statements = body.body if type(body) is cst.IndentedBlock else [body]
+        for line in statements:
+            for small in getattr(line, "body", ()) if type(line) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) else [line]:
+                kind = type(small)
+                if kind is cst.Pass or kind is cst.Expr and type(small.value) in (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString):
+                    continue
+                if kind is cst.Raise and small.exc is not None:
+                    raised = small.exc.func if type(small.exc) is cst.Call else small.exc
+                    if dotted_name(raised) == "NotImplementedError":
+                        continue
+                return False
+        return True
+
     def overrides_external_hook(self, scope: Scope) -> bool:
         """Is the function a method of a class with a base defined elsewhere, and never called
         in this module? Then a framework calls it, and owns its grad mode."""
