@@ -171,6 +171,19 @@ class GANTrainer:
         self.discr_optim.step()
         self.discr_optim.zero_grad()  # expect: TL502
 """,
+        """\
+for step, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / accumulation
+    if fp16:
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+    else:
+        loss.backward()
+    if (step + 1) % accumulation == 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.zero_grad()  # expect: TL502
+        optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -568,7 +581,25 @@ optimizer.step()
             if self._steps(item, ctx):
                 return False  # zero_grad() after a step: the normal place
             if self._backpropagates(item, opaque):
-                return not opaque
+                return not opaque or self._certainly_backpropagates(item)
+        return False
+
+    def _certainly_backpropagates(self, item) -> bool:
+        """Does the compound statement run a ``backward()`` whichever way it goes: a ``with``
+        whose body backpropagates (apex's ``with amp.scale_loss(loss, opt) as scaled:``), an
+        ``if`` / ``else`` whose every branch does (``scaled.backward()`` or ``loss.backward()``)?"""
+        kind = type(item)
+        if isinstance(item, cst.BaseSmallStatement):
+            return self._backpropagates(item, False)
+        if kind is cst.SimpleStatementLine:
+            return any(self._certainly_backpropagates(small) for small in item.body)
+        if kind is cst.With:
+            return any(self._certainly_backpropagates(inner) for inner in item.body.body)
+        if kind is cst.If:
+            if item.orelse is None:
+                return False
+            branches = [item.body.body, [item.orelse] if type(item.orelse) is cst.If else item.orelse.body.body]
+            return all(any(self._certainly_backpropagates(inner) for inner in branch) for branch in branches)
         return False
 
     def _next_step(self, zero_grad_stmt, receiver, after: list, ctx: Context):
