@@ -244,7 +244,7 @@ class AttachmentQueries:
                 callee = self.called_function(value, ctx)
                 if callee is not None:  # loss, metrics = self.get_batch_loss_metrics(...)
                     return self.returned_element_attached(callee, binding.element[0], value, ctx) or (
-                        self._backpropagated(binding))
+                        self.binding_backpropagated(binding))
                 words = name_words(last_part(binding.key))
                 if words and words[-1].lower() in COUNT_WORDS:
                     return False  # `loss, filtered_size = criterion(...)`: the count beside the loss
@@ -254,7 +254,7 @@ class AttachmentQueries:
                 return True
             # backward() is called on this name: the value is attached, whatever computed it
             # (``loss = -F.logsigmoid(r).mean()`` of rewards from a call torchlint cannot read)
-            if type(value).__name__ in BACKPROPAGATED_VALUE_TYPES and self._backpropagated(binding):
+            if type(value).__name__ in BACKPROPAGATED_VALUE_TYPES and self.binding_backpropagated(binding):
                 return True
             # `batch_loss = self.model.get_loss_for_batch(batch)`, scaled and then backpropagated:
             # a call that says it computes a loss, whose value reaches a backward()
@@ -276,7 +276,7 @@ class AttachmentQueries:
         if kind == "param":
             if self._tensor_hypothesis is not None and binding.ctx.scope is self._tensor_hypothesis:
                 return binding.key not in ("self", "cls")
-            return self._backpropagated(binding) or self.argument_attached(binding) or self.forward_hook_tensor(binding)
+            return self.binding_backpropagated(binding) or self.argument_attached(binding) or self.forward_hook_tensor(binding)
         return False
 
     def _container_holds_attached(self, binding: Binding) -> bool:
@@ -289,7 +289,7 @@ class AttachmentQueries:
             for value in binding.ctx.scope.stores.get(binding.key, ())
         )
 
-    def _backpropagated(self, binding: Binding) -> bool:
+    def binding_backpropagated(self, binding: Binding) -> bool:
         """Is the value this binding gives its name the one a ``backward()`` runs on? Where the
         name is backpropagated directly, the binding must reach one of those calls (the training
         step's ``loss`` says nothing of an evaluation loop's ``loss = loss.detach()``)."""
@@ -302,11 +302,12 @@ class AttachmentQueries:
         for site in sites:
             if site.order <= binding.ctx.order:
                 # only the next pass of a loop around both can bring the binding to the call,
-                # unless the pass binds the name afresh before the call
+                # unless the pass binds the name afresh before the call (in that loop's body, or
+                # in the inner loop that makes the call: an epoch's training batches rebind `loss`)
                 loops = [loop for loop in site.visible_loops if loop.contains(binding.ctx.order)]
                 if loops and not any(
                         loops[-1].contains(earlier.ctx.order) and earlier.ctx.order < site.order
-                        and earlier.ctx.loop is loops[-1] and earlier.ctx.guard is None
+                        and earlier.ctx.loop in (loops[-1], site.loop) and earlier.ctx.guard is None
                         for earlier in scope.bindings.get(binding.key, ())):
                     return True
                 continue

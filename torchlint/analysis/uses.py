@@ -54,7 +54,7 @@ class UseQueries:
                     if type(node) is cst.Name and node.value in names and id(node) not in bound:
                         if id(node) not in converted:
                             if derived is None or derived & names \
-                                    or derived & self.backpropagated_keys(ctx.scope) \
+                                    or self.backpropagated_at(derived, stmt, ctx) \
                                     or not self.only_read_as_data(derived, statements[index + 1:], helpers, derive - 1):
                                 return False
                         used = True
@@ -63,6 +63,12 @@ class UseQueries:
                     iter_expression_nodes(target.target) if type(node) is cst.Name}:
                 break  # bound again
         return used
+
+    def backpropagated_at(self, names: set, stmt, ctx: Context) -> bool:
+        """Does a ``backward()`` run on what ``stmt`` binds to one of the names (the training
+        step's ``loss``, not an evaluation loop's ``loss`` of the same name)?"""
+        return any(self.binding_backpropagated(binding) for name in names
+                   for binding in ctx.scope.bindings.get(name, ()) if binding.stmt is stmt)
 
     def read_as_data_by(self, call, ctx: Context) -> list:
         """The name arguments of a call of a project function that only reads them: it keeps

@@ -1002,6 +1002,24 @@ class Trainer(ABC):
             total += self._get_losses(batch).sum().item()  # expect: TL201
         return total
 """,
+        """\
+def teach(encoder, generator, train_loader, valid_loader, epochs):
+    optimizer = torch.optim.Adam(list(encoder.parameters()) + list(generator.parameters()))
+    for epoch in range(epochs):
+        for images, labels in train_loader:
+            generated = generator(torch.cat((encoder(images), labels), 1))
+            loss = F.l1_loss(images, generated)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        valid_loss = 0.0
+        for images, labels in valid_loader:
+            z = encoder(images)  # expect: TL201
+            generated = generator(torch.cat((z, labels), 1))
+            loss = F.l1_loss(images, generated)
+            valid_loss += loss.item()
+        print(epoch, valid_loss)
+""",
     ]
     VALID = [
         """\
@@ -1914,6 +1932,9 @@ def train(train_loader, val_loader, model, optimizer, epochs):
                 continue
             statements = [(stmt, ctx) for stmt, ctx in analysis.statements_in_loop(loop)
                           if ctx.scope is scope and type(stmt).__name__ not in COMPOUND_STATEMENTS]
+            # over validation or test data, through the locals computed from the outputs too
+            # (`z = E(x)`, `generated = G(z)`, `loss = l1(x, generated)`, `total += loss.item()`)
+            derive = 3 if _iterates_evaluation_data(loop) else 0
             for index, (stmt, ctx) in enumerate(statements):
                 if ctx.grad is not GradMode.ENABLED or type(stmt) is not cst.Assign:
                     continue
@@ -1922,9 +1943,9 @@ def train(train_loader, val_loader, model, optimizer, epochs):
                     continue
                 names = {node.value for target in stmt.targets for node in iter_expression_nodes(target.target)
                          if type(node) is cst.Name}
-                if not names or names & backpropagated:
-                    continue
-                if self.analysis.only_read_as_data(names, statements[index + 1:]):
+                if not names or (names & backpropagated if not derive else analysis.backpropagated_at(names, stmt, ctx)):
+                    continue  # (over evaluation data: what this binding holds, not the name, decides)
+                if self.analysis.only_read_as_data(names, statements[index + 1:], derive=derive):
                     return stmt, call
         return None
 
@@ -3234,6 +3255,19 @@ def _repeats(ctx: Context, analysis) -> bool:
     return any(
         not analysis.loop_runs_once(loop) and not _is_retry_loop(loop.node) for loop in ctx.visible_loops
     )
+
+
+EVALUATION_DATA_WORDS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev"})
+
+
+def _iterates_evaluation_data(loop) -> bool:
+    """``for x, y in valid_loader:``, ``for batch in test_batches:``: a loop over data whose
+    name says it is for validation or testing."""
+    node = loop.node
+    if type(node) is not cst.For:
+        return False
+    return any(EVALUATION_DATA_WORDS & {word.lower() for word in name_words(last_part(key))}
+               for key in mentioned_keys(node.iter))
 
 
 def _is_retry_loop(node) -> bool:
