@@ -1020,6 +1020,19 @@ def teach(encoder, generator, train_loader, valid_loader, epochs):
             valid_loss += loss.item()
         print(epoch, valid_loss)
 """,
+        """\
+class SRGANModel:
+    def optimize_parameters(self, step):
+        interpolated = (self.var_H * 0.5 + self.fake_H.detach() * 0.5).requires_grad_(True)
+        penalty = gradient_penalty(self.netD(interpolated), interpolated)  # WGAN-GP
+        (self.netD(self.fake_H.detach()).mean() + penalty).backward()
+        self.optimizer_D.step()
+
+    def test(self):  # run on every validation image by the training script
+        self.netG.eval()
+        self.fake_H = self.netG(self.var_L)  # expect: TL201
+        self.netG.train()
+""",
     ]
     VALID = [
         """\
@@ -2836,7 +2849,7 @@ def train(train_loader, val_loader, model, optimizer, epochs):
         if not switched:
             return None
         names = [scope.name] + ([scope.parent.name] if scope.parent is not None and scope.parent.kind == "class" else [])
-        if any(DRY_RUN_WORDS & set(name_words(name)) for name in names) or self._asks_input_gradients():
+        if any(DRY_RUN_WORDS & set(name_words(name)) for name in names) or self._asks_input_gradients(scope):
             return None  # derivatives of the outputs (a PINN's operators) may need the graph
         for call in analysis.calls_in(stmt):
             func = call.func
@@ -2848,11 +2861,17 @@ def train(train_loader, val_loader, model, optimizer, epochs):
                 return call  # the model, or one of its parts (`model.eval()` then `model.encoder(x)`)
         return None
 
-    def _asks_input_gradients(self) -> bool:
-        """Does the module ask for gradients of inputs or outputs anywhere (memoised)?"""
-        memo = self.analysis.module_scope._memo
+    def _asks_input_gradients(self, scope) -> bool:
+        """Does the code ask for gradients of inputs or outputs: the function (and, for a
+        method that returns something, its class: a PINN's operators in sibling methods
+        differentiate what it returns), or for a script's top level the whole file? A GAN
+        trainer's gradient penalty in ``optimize_parameters`` says nothing about its ``test()``,
+        which keeps the generator's output on ``self`` for the visuals (memoised)."""
+        memo = scope._memo
         if "tl201_input_gradients" not in memo:
-            source = self.analysis.source
+            in_class = scope.kind == "function" and scope.parent is not None and scope.parent.kind == "class"
+            node = scope.parent.node if in_class and self.analysis.returned_return_values(scope) else scope.node
+            source = self.analysis.source if scope.kind == "module" else self.analysis.module.code_for_node(node)
             memo["tl201_input_gradients"] = source is not None and INPUT_GRADIENT_RE.search(source) is not None
         return memo["tl201_input_gradients"]
 
