@@ -253,8 +253,15 @@ class ControlFlowQueries:
         range(n_steps)``, ``while step < max_steps``?"""
         node = loop.node
         if type(node) is cst.For:
-            return bool(_names_match(STEP_TARGET_RE, node.target) or _names_match(STEP_SOURCE_RE, node.iter)
-                        or _is_batch_stride(node.iter))
+            if _names_match(STEP_TARGET_RE, node.target) or _names_match(STEP_SOURCE_RE, node.iter) \
+                    or _is_batch_stride(node.iter):
+                return True
+            # `progress = tqdm(enumerate(train_loader))` on one branch, `enumerate(train_loader)`
+            # on the other, then `for i, batch in progress:`
+            bindings = loop.scope.bindings.get(node.iter.value, ()) if type(node.iter) is cst.Name else ()
+            return any(binding.kind == "assign" and not binding.element and binding.value is not None
+                       and binding.ctx.order < loop.start and _names_match(STEP_SOURCE_RE, binding.value)
+                       for binding in bindings)
         if type(node) is cst.While:
             return bool(_names_match(STEP_TARGET_RE, node.test))
         return False

@@ -161,6 +161,29 @@ class Classifier(LightningModule):
         self.log("epoch_loss", self.epoch_loss)
         self.epoch_loss = 0.0
 """,
+        """\
+class BaseLearner:
+    def __train_loop__(self, train_loader, epochs, progress_bar=True):
+        for epoch in range(epochs):
+            self.running_loss = torch.zeros(1)
+            progress = tqdm(enumerate(train_loader)) if progress_bar else enumerate(train_loader)
+            for i, batch in progress:
+                self.__train_func__(batch)
+            print(self.running_loss.item() / (i + 1))
+
+    def __train_func__(self, batch):
+        self.model.train()
+
+
+class Learner(BaseLearner):
+    def __train_func__(self, batch):
+        super().__train_func__(batch)
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.model(batch[0]), batch[1])
+        loss.backward()
+        self.optimizer.step()
+        self.running_loss.add_(loss.cpu())  # expect: TL102
+""",
     ]
     VALID = [
         """\
