@@ -1582,6 +1582,18 @@ def train(train_loader, val_loader, model, optimizer, epochs):
             optimizer.step()
         print(validate(val_loader, model, criterion))
 """,
+        """\
+class KGModel(nn.Module):
+    def predict_t(self, hr_batch):  # an API: the caller decides the grad mode and may differentiate
+        self.eval()
+        scores = self.score_t(hr_batch)
+        if self.predict_with_sigmoid:
+            scores = torch.sigmoid(scores)
+        return scores
+
+    def score_t(self, hr_batch):
+        return self.interaction(self.entities(hr_batch[:, 0]), self.relations(hr_batch[:, 1]))
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2858,6 +2870,8 @@ def train(train_loader, val_loader, model, optimizer, epochs):
             key = dotted_name(target)
             if key is not None and any(key == model or key.startswith(model + ".") for model in switched) \
                     and self._is_forward(call, ctx) and not (scope.kind == "module" and self._synthetic_inputs(call, ctx)):
+                if scope.kind == "function" and self._returns_forward_result(scope, [call]):
+                    return None  # `self.eval(); scores = self.score_h(b); return scores`: an API the caller may differentiate
                 return call  # the model, or one of its parts (`model.eval()` then `model.encoder(x)`)
         return None
 
