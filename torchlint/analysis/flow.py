@@ -159,7 +159,7 @@ class ControlFlowQueries:
         ``accelerator.backward(loss)``), through an optimizer wrapper handed the loss
         (``optim.step(loss)``), or in a module-defined function it calls?"""
         return any(
-            call_name(call) in BACKWARD_FUNCTIONS or self.steps_on_a_loss(call, ctx)
+            (call_name(call) in BACKWARD_FUNCTIONS and callee is None) or self.steps_on_a_loss(call, ctx)
             or (callee is not None and self.backpropagates(callee))
             for call, callee in zip(self.calls_in(stmt), self._callees(stmt, ctx))
         )

@@ -457,7 +457,9 @@ class SummaryQueries:
     def _is_backward_call(self, call, ctx: Context) -> bool:
         name = call_name(call)
         if name in ("backward", "manual_backward"):
-            return True
+            # (a project's own `backward` method, a diffusion sampler's reverse step, runs
+            # backward() only if its body does: that is asked of the callee)
+            return self.called_function(call, ctx, foreign=False) is None
         if name == "step" or (name is not None and "scaler" in name.lower()):
             return self.steps_on_a_loss(call, ctx)
         return name == "grad" and self.qualified_name(call.func) == "torch.autograd.grad"

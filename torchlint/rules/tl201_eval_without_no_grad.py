@@ -27,7 +27,8 @@ DEFAULT_EVAL_WORDS = (
 LOSS_NAME_RE = re.compile(r"loss|criterion|metric", re.I)
 RETRY_RE = re.compile(r"retr(y|ies)|attempt|tries", re.I)
 # Code that sets requires_grad or differentiates by hand decides its grad mode on purpose.
-DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|\.backward\(|jacobian|hessian|vjp|jvp")
+# (`self.backward(xt, t)`: a diffusion sampler's own reverse step, not autograd's)
+DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|(?<!\bself)\.backward\(|jacobian|hessian|vjp|jvp")
 # A module that asks for gradients of inputs or outputs (not the old `autograd.Variable`).
 INPUT_GRADIENT_RE = re.compile(
     r"requires_grad_\((?!\s*False)|requires_grad\s*=\s*True|stop_gradient\s*=\s*False|autograd\.(?!Variable\b)|jacobian|hessian|vjp|jvp")
@@ -1032,6 +1033,24 @@ class SRGANModel:
         self.netG.eval()
         self.fake_H = self.netG(self.var_L)  # expect: TL201
         self.netG.train()
+""",
+        """\
+class Backwarder:
+    def __init__(self, model, betas):
+        self.model = model
+        self.betas = betas
+
+    def backward(self, xt, t):  # one reverse-diffusion step: a sampler's, not autograd's
+        noise = torch.randn_like(xt) if t > 1 else torch.zeros_like(xt)
+        return (xt - self.betas[t] * self.model(xt, t)) + self.betas[t].sqrt() * noise
+
+    def backward_loop(self, shape, steps):
+        xt = torch.randn(shape)
+        frames = [xt.detach().cpu()]
+        for t in range(steps, 0, -1):
+            xt = self.backward(xt, t)  # expect: TL201
+            frames.append(xt.detach().cpu())
+        return frames
 """,
     ]
     VALID = [
@@ -2585,10 +2604,10 @@ class KGModel(nn.Module):
             name = call_name(call) or ""
             if name in CONTAINER_WRITES and self._local_container(call.func, ctx):
                 continue  # scores.append(out): a list of this call whose graphs end with it
-            if name in CONTAINER_WRITES or KEEPING_CALL_RE.search(name):
-                return True
             callee = analysis.called_function(call, ctx)
-            if callee is None:
+            if callee is None:  # a call it cannot read: its name says whether it may keep the value
+                if name in CONTAINER_WRITES or KEEPING_CALL_RE.search(name):
+                    return True
                 continue
             if callee.owner.backpropagates(callee) or callee.owner.kept_parameters(callee):
                 return True  # the value goes on to a project function that trains on it or keeps it
@@ -2606,10 +2625,27 @@ class KGModel(nn.Module):
             if type(value) is cst.Name:
                 bindings = analysis.reaching_bindings(value.value, ctx)
                 if not bindings or not all(binding.kind == "assign" and not binding.element and binding.value is not None
-                                           and _detaching_chain(binding.value) for binding in bindings):
+                                           and (_detaching_chain(binding.value)
+                                                or self._holds_only_data(value.value, binding.value, scope))
+                                           for binding in bindings):
                     return False
             elif not _detaching_chain(value):
                 return False
+        return True
+
+    def _holds_only_data(self, name: str, value, scope) -> bool:
+        """Is ``name`` a list built of detached values (``x_by_t = [xt.detach().cpu()]``) that
+        the function only ever appends detached values to (``x_by_t.append(xt.detach().cpu())``)?"""
+        if type(value) not in (cst.List, cst.Tuple) or not all(_detaching_chain(element.value) for element in value.elements):
+            return False
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope:
+                continue
+            for call in self.analysis.calls_in(stmt):
+                func = call.func
+                if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == name \
+                        and func.attr.value in CONTAINER_WRITES and not all(_detaching_chain(arg.value) for arg in call.args):
+                    return False
         return True
 
     def _generates(self, scope) -> bool:
