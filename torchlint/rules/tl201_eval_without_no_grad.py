@@ -1036,11 +1036,11 @@ class SRGANModel:
 """,
         """\
 class Backwarder:
-    def __init__(self, model, betas):
+    def __init__(self, model: nn.Module, betas):
         self.model = model
         self.betas = betas
 
-    def backward(self, xt, t):  # one reverse-diffusion step: a sampler's, not autograd's
+    def backward(self, xt, t):  # one reverse-diffusion step of the sampler
         noise = torch.randn_like(xt) if t > 1 else torch.zeros_like(xt)
         return (xt - self.betas[t] * self.model(xt, t)) + self.betas[t].sqrt() * noise
 
