@@ -2,12 +2,16 @@ from __future__ import annotations
 
 from torchlint.analysis import STORING_METHODS, Context, dotted_name, iter_expression_nodes, mentioned_keys, storage_key, strip_views
 from torchlint.analysis.syntax import is_view_subscript, selected_view
+from torchlint.analysis.vocabulary import LOSS_FUNCTIONAL_RE
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Replace, source_of
 from torchlint.rule import Rule
 
 # method -> index of the stored argument (TL101's storing calls)
 
+
+# Reductions to one element when called without a dimension.
+FULL_REDUCTIONS = frozenset({"mean", "sum", "norm", "std", "var", "prod", "logsumexp", "max", "min"})
 
 class ViewKeepsBaseAlive(Rule):
     """
@@ -119,6 +123,16 @@ for batch in loader:
     out = model(batch)
     outputs.append(out[0])  # out may be a tuple: indexing it picks an element
 """,
+        """\
+mse_train, nll_train = [], []
+for data, target in train_loader:
+    output = model(data)
+    loss = F.nll_loss(output, target)
+    loss.backward()
+    optimizer.step()
+    mse_train.append(F.mse_loss(output, target).data[0])  # pre-0.4 `.item()`: one element
+    nll_train.append(loss.data[0])
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
@@ -192,6 +206,8 @@ for batch in loader:
             return None  # x[0] may pick an element of a list or tuple
         if self._numpy_array(base, ctx) or not self._made_as_tensor(base, ctx):
             return None  # a NumPy slice, or the result of a function that may return one
+        if self._scalar(base, ctx, 0):
+            return None  # `loss.data[0]` (the pre-0.4 `.item()`): a one-element storage pins nothing
         if _batch_of_one(value, self._origins(base, ctx, loop)):
             return None  # m[None] ... [0]: the index removes a dimension of size one
         if self._indexed_by_inner_loop(value, ctx, loop):
@@ -207,6 +223,31 @@ for batch in loader:
         if self._kept_whole(key, loop, ctx):
             return None
         return base
+
+    def _scalar(self, expr, ctx: Context, depth: int) -> bool:
+        """Is ``expr`` a reduced value of one element: a loss (``F.mse_loss(out, y)``,
+        ``criterion(out, y)`` without ``reduction="none"``), a full reduction (``x.mean()``,
+        ``torch.sum(x)``), or a name bound to one?"""
+        analysis = self.analysis
+        while type(expr) is cst.Attribute and expr.attr.value == "data":
+            expr = expr.value
+        if type(expr) is cst.Name and depth < 3:
+            binding = analysis.lookup(expr.value, ctx)
+            value = analysis.bound_value(binding) if binding is not None else None
+            return value is not None and self._scalar(value, binding.ctx, depth + 1)
+        if type(expr) is not cst.Call:
+            return False
+        if any(arg.keyword is not None and arg.keyword.value in ("reduction", "reduce", "dim", "axis", "keepdim")
+               for arg in expr.args):
+            return False  # `reduction="none"`, `x.sum(dim=1)`: a tensor per element or per row
+        name = dotted_name(expr.func) or ""
+        last = name.rpartition(".")[2]
+        if type(expr.func) is cst.Attribute and last in FULL_REDUCTIONS and not expr.args:
+            return True  # x.mean()
+        qualified = analysis.qualified_name(expr.func) or name
+        if qualified.startswith("torch.") and last in FULL_REDUCTIONS and len(expr.args) == 1:
+            return True  # torch.mean(x)
+        return bool(LOSS_FUNCTIONAL_RE.search(last)) or last in ("criterion", "loss_fn", "loss_func")
 
     def _origins(self, base, ctx: Context, loop) -> list:
         """``base`` and the values the names it mentions were bound to in the loop, a few
