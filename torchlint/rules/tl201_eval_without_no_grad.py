@@ -1613,6 +1613,23 @@ class KGModel(nn.Module):
     def score_t(self, hr_batch):
         return self.interaction(self.entities(hr_batch[:, 0]), self.relations(hr_batch[:, 1]))
 """,
+        """\
+class PPO:
+    def evaluate(self, batch_obs, batch_acts):  # PPO's name for the loss's forward pass
+        values = self.critic(batch_obs).squeeze()
+        log_probs = Categorical(logits=self.actor(batch_obs)).log_prob(batch_acts)
+        return values, log_probs
+
+    def learn(self, batch_obs, batch_acts, old_log_probs, advantages, returns, epochs):
+        for _ in range(epochs):
+            values, log_probs = self.evaluate(batch_obs, batch_acts)
+            ratios = torch.exp(log_probs - old_log_probs)
+            actor_loss = -torch.min(ratios * advantages, ratios.clamp(0.8, 1.2) * advantages).mean()
+            critic_loss = F.mse_loss(values, returns)
+            self.optimizer.zero_grad()
+            (actor_loss + critic_loss).backward()
+            self.optimizer.step()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -1638,6 +1655,8 @@ class KGModel(nn.Module):
             return
         if analysis.all_calls_grad_disabled(scope):
             return  # every caller in this module already runs it under no_grad
+        if self._trained_on_by_callers(scope):
+            return  # PPO's `evaluate(obs, acts)`: the values and log-probs of the loss, whatever its name
         stmt, call = found
         self.report(
             stmt,
@@ -1705,6 +1724,22 @@ class KGModel(nn.Module):
         return any(binding.kind == "assign" and not binding.element and binding.value is not None
                    and self._volatile(binding.value, binding.ctx, depth + 1)
                    for binding in self.analysis.reaching_bindings(key, ctx))
+
+    def _trained_on_by_callers(self, scope) -> bool:
+        """Does a caller of the function backpropagate what it returns: ``V, log_probs =
+        self.evaluate(obs, acts)`` and then ``critic_loss(V, returns).backward()``?"""
+        analysis = self.analysis
+        if scope.kind != "function" or analysis.returns_attached(scope) is None:
+            return False
+        for call, ctx in analysis.callers_of(scope):
+            stmt = _statement_in(ctx.scope, call, analysis)
+            if type(stmt) is not cst.Assign or strip_pass_through(stmt.value) is not call:
+                continue
+            names = {node.value for target in stmt.targets for node in iter_expression_nodes(target.target)
+                     if type(node) is cst.Name}
+            if any(analysis.reaches_backward(name, ctx) for name in names):
+                return True
+        return False
 
     def _report_evaluation_helper_call(self, scope) -> bool:
         """A script, or a function that trains, calling with grad enabled a project helper named
