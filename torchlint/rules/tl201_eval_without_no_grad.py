@@ -32,6 +32,9 @@ DELIBERATE_GRAD_RE = re.compile(r"requires_grad|autograd|(?<!\bself)\.backward\(
 # A module that asks for gradients of inputs or outputs (not the old `autograd.Variable`).
 INPUT_GRADIENT_RE = re.compile(
     r"requires_grad_\((?!\s*False)|requires_grad\s*=\s*True|stop_gradient\s*=\s*False|autograd\.(?!Variable\b)|jacobian|hessian|vjp|jvp")
+# `self.x.requires_grad_()`, `self.x = torch.as_tensor(x).requires_grad_()`: an attribute made
+# to take gradients, which the class's other methods differentiate with respect to.
+SELF_REQUIRES_GRAD_RE = re.compile(r"self\.\w+(?:\.\w+)*\.requires_grad_\((?!\s*False)|self\.\w+\s*=[^\n]*requires_grad")
 # Names of functions whose one forward pass after `.eval()` is a dry run, not inference.
 DRY_RUN_WORDS = frozenset({
     "export", "exporter", "onnx", "trace", "tracing", "script", "jit", "compile", "summary", "profile", "benchmark", "flops",
@@ -1630,6 +1633,17 @@ class PPO:
             (actor_loss + critic_loss).backward()
             self.optimizer.step()
 """,
+        """\
+class OperatorPredictor:  # a PDE operator of the network's output, differentiated at self.x
+    def init(self, points):
+        self.x = torch.as_tensor(points)
+        self.x.requires_grad_()
+
+    def on_predict_end(self):
+        self.net.eval()
+        outputs = self.net(self.x)
+        self.value = self.op(self.x, outputs).detach().cpu().numpy()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2947,17 +2961,32 @@ class PPO:
         return None
 
     def _asks_input_gradients(self, scope) -> bool:
-        """Does the code ask for gradients of inputs or outputs: the function (and, for a
-        method that returns something, its class: a PINN's operators in sibling methods
-        differentiate what it returns), or for a script's top level the whole file? A GAN
-        trainer's gradient penalty in ``optimize_parameters`` says nothing about its ``test()``,
-        which keeps the generator's output on ``self`` for the visuals (memoised)."""
+        """Does the code ask for gradients of inputs or outputs: the function; for a method, a
+        sibling method that returns something or asks it of an attribute (a PINN's operator
+        differentiating the network's output at ``self.x``, made ``requires_grad_()`` in
+        ``on_init``); for a script's top level, the whole file? A GAN trainer's gradient
+        penalty on a local in ``optimize_parameters``, a training step, says nothing about its
+        ``test()`` (memoised)."""
         memo = scope._memo
         if "tl201_input_gradients" not in memo:
-            in_class = scope.kind == "function" and scope.parent is not None and scope.parent.kind == "class"
-            node = scope.parent.node if in_class and self.analysis.returned_return_values(scope) else scope.node
-            source = self.analysis.source if scope.kind == "module" else self.analysis.module.code_for_node(node)
-            memo["tl201_input_gradients"] = source is not None and INPUT_GRADIENT_RE.search(source) is not None
+            analysis = self.analysis
+            if scope.kind == "module":
+                found = analysis.source is not None and INPUT_GRADIENT_RE.search(analysis.source) is not None
+            else:
+                found = INPUT_GRADIENT_RE.search(analysis.module.code_for_node(scope.node)) is not None
+                class_scope = scope.parent if scope.parent is not None and scope.parent.kind == "class" else None
+                if not found and class_scope is not None:
+                    returns = bool(analysis.returned_return_values(scope))
+                    for method in analysis.scopes.values():
+                        if method is scope or method.kind != "function" or method.parent is not class_scope:
+                            continue
+                        code = analysis.module.code_for_node(method.node)
+                        if INPUT_GRADIENT_RE.search(code) is None:
+                            continue
+                        if returns or SELF_REQUIRES_GRAD_RE.search(code) or not analysis.backpropagates(method):
+                            found = True
+                            break
+            memo["tl201_input_gradients"] = found
         return memo["tl201_input_gradients"]
 
     def _runs_per_step(self, scope, depth: int = 0) -> bool:
