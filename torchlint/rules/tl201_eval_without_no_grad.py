@@ -2955,8 +2955,8 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             key = dotted_name(target)
             if key is not None and any(key == model or key.startswith(model + ".") for model in switched) \
                     and self._is_forward(call, ctx) and not (scope.kind == "module" and self._synthetic_inputs(call, ctx)):
-                if scope.kind == "function" and self._returns_forward_result(scope, [call]):
-                    return None  # `self.eval(); scores = self.score_h(b); return scores`: an API the caller may differentiate
+                if switched == {"self"} and self._is_module_method(scope) and self._returns_forward_result(scope, [call]):
+                    return None  # a model's own `self.eval(); scores = self.score_h(b); return scores`: its caller's API
                 return call  # the model, or one of its parts (`model.eval()` then `model.encoder(x)`)
         return None
 
