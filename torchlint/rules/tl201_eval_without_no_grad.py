@@ -2849,6 +2849,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         the function's own loops count."""
         trains: dict[tuple, bool] = {}
         per_step = None
+        outside_loops = None  # the first found outside the function's own loops
         for stmt, ctx in scope.statements:
             if ctx.grad is not GradMode.ENABLED or type(stmt) is cst.FunctionDef:
                 continue
@@ -2887,13 +2888,18 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
                 if region not in trains:
                     trains[region] = self._trains(scope, region)
                 if not trains[region]:
-                    return stmt, call
+                    if ctx.visible_loops:
+                        return stmt, call
+                    # a forward of the function's own loop further on, if any, is the place to
+                    # report (`for batch in gen: pred = unet(batch)` after a one-off encoder)
+                    outside_loops = outside_loops or (stmt, call)
+                    break
             if repeated and ctx.visible_loops and _detached_on_the_spot(stmt, call, self.analysis) and not any(
                     self.analysis.loop_backpropagates(loop) for loop in ctx.visible_loops):
                 # `feats[k] = encoder(x).cpu().detach()` in a loop that trains nothing: no later
                 # training in the region can use a graph that is cut where it is made
                 return stmt, call
-        return None
+        return outside_loops
 
     def _output_backpropagated(self, stmt, call, ctx: Context) -> bool:
         """Does a ``backward()`` of the function, one that runs whenever the statement does,
