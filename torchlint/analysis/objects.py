@@ -599,7 +599,9 @@ class OptimizerQueries:
             func = call.func
             name = call_name(call) or ""
             if is_clearing_call_name(name):
-                found.append(func.value if name == "zero_grad" and type(func) is cst.Attribute else None)
+                # `self.zero_grad([self.netG_A, self.netG_B])`: a helper clearing the nets it is handed
+                handed = any(arg.keyword is None for arg in call.args)
+                found.append(func.value if name == "zero_grad" and type(func) is cst.Attribute and not handed else None)
             elif name in GRAD_OVERWRITING_METHODS and type(func) is cst.Attribute and _is_grad_chain(func.value):
                 found.append(None)
             elif keyword_argument(call, "set_to_none") is not None:

@@ -248,6 +248,18 @@ def train_one_epoch(model, criterion, loader, optimizer, scaler, amp):
             losses.backward()
             optimizer.step()
 """,
+        """\
+class CycleGAN(BaseModel):  # BaseModel.zero_grad(nets) sets each net's param.grad to None
+    def optimize_parameters(self):
+        for _ in range(self.generator_steps):
+            self.forward()
+            self.zero_grad([self.netG_A, self.netG_B])
+            self.backward_G()
+            self.optimizer_G.step()
+        self.zero_grad(self.netD)
+        self.backward_D()
+        self.optimizer_D.step()
+""",
     ]
 
     def visit_Expr(self, node, ctx: Context) -> None:
