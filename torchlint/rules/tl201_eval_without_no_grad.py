@@ -2979,7 +2979,11 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             if scope.kind == "module":
                 found = analysis.source is not None and INPUT_GRADIENT_RE.search(analysis.source) is not None
             else:
-                found = INPUT_GRADIENT_RE.search(analysis.module.code_for_node(scope.node)) is not None
+                # a nested function: the closures around it (ZCS inputs made `stop_gradient=False` by a sibling)
+                outer = scope
+                while outer.parent is not None and outer.parent.kind == "function":
+                    outer = outer.parent
+                found = INPUT_GRADIENT_RE.search(analysis.module.code_for_node(outer.node)) is not None
                 class_scope = scope.parent if scope.parent is not None and scope.parent.kind == "class" else None
                 if not found and class_scope is not None:
                     returns = bool(analysis.returned_return_values(scope))
