@@ -1605,18 +1605,6 @@ def train(train_loader, val_loader, model, optimizer, epochs):
         print(validate(val_loader, model, criterion))
 """,
         """\
-class KGModel(nn.Module):
-    def predict_t(self, hr_batch):  # an API: the caller decides the grad mode and may differentiate
-        self.eval()
-        scores = self.score_t(hr_batch)
-        if self.predict_with_sigmoid:
-            scores = torch.sigmoid(scores)
-        return scores
-
-    def score_t(self, hr_batch):
-        return self.interaction(self.entities(hr_batch[:, 0]), self.relations(hr_batch[:, 1]))
-""",
-        """\
 class PPO:
     def evaluate(self, batch_obs, batch_acts):  # PPO's name for the loss's forward pass
         values = self.critic(batch_obs).squeeze()
@@ -2961,8 +2949,6 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             key = dotted_name(target)
             if key is not None and any(key == model or key.startswith(model + ".") for model in switched) \
                     and self._is_forward(call, ctx) and not (scope.kind == "module" and self._synthetic_inputs(call, ctx)):
-                if switched == {"self"} and self._is_module_method(scope) and self._returns_forward_result(scope, [call]):
-                    return None  # a model's own `self.eval(); scores = self.score_h(b); return scores`: its caller's API
                 return call  # the model, or one of its parts (`model.eval()` then `model.encoder(x)`)
         return None
 
