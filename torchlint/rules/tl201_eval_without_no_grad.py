@@ -13,7 +13,7 @@ from torchlint.analysis.uses import CONVERSIONS_KEEPING_DATA, GRAPH_KEEPING_CONV
 from torchlint.analysis.syntax import collect_nodes
 from torchlint.analysis.vocabulary import (
     COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS,
-    NOT_FORWARD_METHOD_RE, PARAMETERLESS_LAYERS,
+    NOT_FORWARD_METHOD_RE, PARAMETERLESS_LAYERS, is_conventional_module_name,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
@@ -1054,6 +1054,18 @@ class Backwarder:
             xt = self.backward(xt, t)  # expect: TL201
             frames.append(xt.detach().cpu())
         return frames
+""",
+        """\
+def train_model(actor, critic, target_actor, target_critic, batch, critic_optimizer, gamma):
+    states, actions, rewards, next_states, masks = batch
+    q_value = critic(states, actions).squeeze(1)
+    target_next_policy = target_actor(next_states)  # expect: TL201
+    target_next_q_value = target_critic(next_states, target_next_policy).squeeze(1)
+    target = rewards + masks * gamma * target_next_q_value
+    critic_loss = F.mse_loss(q_value, target.detach())
+    critic_optimizer.zero_grad()
+    critic_loss.backward()
+    critic_optimizer.step()
 """,
     ]
     VALID = [
@@ -3144,12 +3156,19 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         the model known by evidence, not by its name alone (``net.grow_network(r)`` is a method)."""
         if self._runs_model_method(call, ctx):
             return True
-        if not self._is_module_call(call, ctx):
-            return False
         target = call.func
         if type(target) is cst.Attribute and target.attr.value == "forward":
             target = target.value
-        return self.analysis.is_module_by_evidence(target.value if type(target) is cst.Subscript else target, ctx)
+        target = target.value if type(target) is cst.Subscript else target
+        key = dotted_name(target)
+        words = name_words(last_part(key)) if key is not None else []
+        rest = "_".join(word for word in words if word not in FROZEN_COPY_WORDS)
+        if FROZEN_COPY_WORDS & set(words) and rest and is_conventional_module_name(rest) \
+                and self.analysis.lookup(key.partition(".")[0], ctx) is not None:
+            return True  # `target_critic(s, a)`, `teacher_model(x)`: a network copy, named so
+        if not self._is_module_call(call, ctx):
+            return False
+        return self.analysis.is_module_by_evidence(target, ctx)
 
     def _runs_model_method(self, call, ctx: Context) -> bool:
         """A model's method that torchlint cannot read but whose name says it runs the model
