@@ -201,8 +201,9 @@ class ModuleQueries:
         if not self._has_evidence_text():
             return False
         scopes = [ctx.scope]
-        if self.lookup(key.partition(".")[0], ctx) is None or ctx.scope.kind == "module":
-            scopes.append(self.module_scope)
+        binding = self.lookup(key.partition(".")[0], ctx)
+        if binding is None or ctx.scope.kind == "module" or binding.ctx.scope is self.module_scope:
+            scopes.append(self.module_scope)  # (a global model: `model.eval()` at the top level counts)
         return any(key in self._scope_module_evidence(scope) for scope in scopes)
 
     def class_module_evidence(self, class_scope, key: str, seen: set) -> bool:

@@ -94,6 +94,8 @@ MODULE_EVIDENCE_METHODS = (
 COMPUTING_METHOD_WORDS = frozenset({
     "predict", "prediction", "evaluate", "evaluation", "infer", "inference", "decode", "denoise",
     "reconstruct", "sample", "recognize", "recognise", "translate",
+    # decoding a sequence step by step: `model.beam_search(xs, beam)`, `model.greedy_decode(xs)`
+    "beam", "greedy",
     # a policy network choosing actions: `agent.act(obs)`, `acmodel.get_action(obs)`
     "act", "action", "actions",
     # a named variant of the forward pass: `model.incremental_forward(x, T)`, `forward_features(x)`

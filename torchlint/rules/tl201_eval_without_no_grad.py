@@ -1704,9 +1704,24 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         """A forward pass on ``Variable(x, volatile=True)`` with grad enabled: the author asked for
         no graph, but ``volatile`` has done nothing since PyTorch 0.4, so autograd records one
         (the test methods of pre-0.4 code: ``self.fake_B = self.netG(self.real_A)``)."""
-        analysis = self.analysis
-        if not analysis.may_contain("volatile"):
+        found = self._volatile_forward(scope)
+        if found is None:
             return False
+        stmt, call = found
+        self.report(stmt, self.VOLATILE_MESSAGE.format(call=self.code(call, 50)),
+                    f"run `{self.code(call.func, 40)}` under `with torch.no_grad():` (and drop `volatile=True`)")
+        return True
+
+    def _volatile_forward(self, scope):
+        """(statement, call) of the function's first forward pass on a volatile Variable with
+        grad enabled, or None (memoised)."""
+        memo = scope._memo
+        if "tl201_volatile" in memo:
+            return memo["tl201_volatile"]
+        memo["tl201_volatile"] = None
+        analysis = self.analysis
+        if not analysis.may_contain("volatile") or scope.grad is not GradMode.ENABLED:
+            return None
         for stmt, ctx in scope.statements:
             if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt).__name__ in COMPOUND_STATEMENTS:
                 continue
@@ -1715,10 +1730,9 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             for call in analysis.calls_in(stmt):
                 if (self._is_module_call(call, ctx) or self._is_model_run(call, ctx)) \
                         and any(self._volatile(arg.value, ctx, 0) for arg in call.args):
-                    self.report(stmt, self.VOLATILE_MESSAGE.format(call=self.code(call, 50)),
-                                f"run `{self.code(call.func, 40)}` under `with torch.no_grad():` (and drop `volatile=True`)")
-                    return True
-        return False
+                    memo["tl201_volatile"] = stmt, call
+                    return memo["tl201_volatile"]
+        return None
 
     def _volatile(self, expr, ctx: Context, depth: int) -> bool:
         """Is ``expr`` (a name bound to, or a tensor op of) ``Variable(..., volatile=True)``?"""
@@ -3149,7 +3163,8 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         """Is the module-defined function inference code reported at its own forward pass
         (see ``_find_discarded_forward``)? Its callers then need no report of their own."""
         return callee.owner is self.analysis and (
-            self._discarded_forward(callee) is not None or self._discarded_in_loop(callee) is not None)
+            self._discarded_forward(callee) is not None or self._discarded_in_loop(callee) is not None
+            or self._volatile_forward(callee) is not None)
 
     def _is_model_run(self, call, ctx: Context) -> bool:
         """A model called, or one of its methods that runs it (``acmodel.get_action(obs)``),
