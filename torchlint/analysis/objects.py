@@ -433,6 +433,14 @@ class OptimizerQueries:
             return binding.value  # torch.optim.SGD, not torch.optim.lr_scheduler.StepLR
         if name in OPTIMIZER_CLASSES or OPTIMIZER_CLASS_RE.search(name) or looks_like_optimizer(name):
             return binding.value
+        # `optimizer = AdaBound(model.parameters(), ...)`: a class torchlint does not know, bound to
+        # a name that says optimizer and built over a model's parameters
+        arguments = call_arguments(binding.value)
+        if looks_like_optimizer(last_part(binding.key)) and arguments and any(
+                type(node) is cst.Call and type(node.func) is cst.Attribute
+                and node.func.attr.value in ("parameters", "named_parameters")
+                for node in iter_expression_nodes(arguments[0])):
+            return binding.value
         return None
 
     # ------------------------------------------------------------------ what an optimizer updates

@@ -1067,6 +1067,22 @@ def train_model(actor, critic, target_actor, target_critic, batch, critic_optimi
     critic_loss.backward()
     critic_optimizer.step()
 """,
+        """\
+def train(model, embedder, trainloader, hp):
+    embedder.eval()  # a pretrained speaker encoder, frozen
+    optimizer = AdaBound(model.parameters(), lr=hp.lr, final_lr=hp.final_lr)
+    while True:
+        model.train()
+        for dvec_mels, target_mag, mixed_mag in trainloader:
+            dvec_list = []
+            for mel in dvec_mels:
+                dvec_list.append(embedder(mel))  # expect: TL201
+            dvec = torch.stack(dvec_list, dim=0).detach()
+            loss = F.mse_loss(mixed_mag * model(mixed_mag, dvec), target_mag)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+""",
     ]
     VALID = [
         """\
