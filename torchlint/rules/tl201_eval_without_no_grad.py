@@ -1076,7 +1076,8 @@ def train(model, embedder, trainloader, hp):
         for dvec_mels, target_mag, mixed_mag in trainloader:
             dvec_list = []
             for mel in dvec_mels:
-                dvec_list.append(embedder(mel))  # expect: TL201
+                dvec = embedder(mel)  # expect: TL201
+                dvec_list.append(dvec)
             dvec = torch.stack(dvec_list, dim=0).detach()
             loss = F.mse_loss(mixed_mag * model(mixed_mag, dvec), target_mag)
             optimizer.zero_grad()
