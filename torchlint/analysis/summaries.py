@@ -348,7 +348,7 @@ class SummaryQueries:
     @staticmethod
     def has_no_body(scope: Scope) -> bool:
         """Is the function a stub its subclasses implement: nothing but a docstring, ``...``,
-        ``pass`` or ``raise NotImplementedError``?"""
+        ``pass``, ``return None`` or ``raise NotImplementedError``?"""
         body = scope.node.body
         statements = body.body if type(body) is cst.IndentedBlock else [body]
         for line in statements:
@@ -356,12 +356,31 @@ class SummaryQueries:
                 kind = type(small)
                 if kind is cst.Pass or kind is cst.Expr and type(small.value) in (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString):
                     continue
+                if kind is cst.Return and (small.value is None or type(small.value) is cst.Name and small.value.value == "None"):
+                    continue
                 if kind is cst.Raise and small.exc is not None:
                     raised = small.exc.func if type(small.exc) is cst.Call else small.exc
                     if dotted_name(raised) == "NotImplementedError":
                         continue
                 return False
         return True
+
+    def overriding_methods(self, scope: Scope) -> list[Scope]:
+        """The methods of this module's direct subclasses that override the method ``scope``
+        (``predict_w.apply_model`` for the template ``predict.apply_model``)."""
+        parent = scope.parent
+        if parent is None or parent.kind != "class" or scope.owner is not self:
+            return []
+        found = []
+        for class_name, node in self.local_classes.items():
+            if not any(dotted_name(base.value) == parent.name for base in node.bases):
+                continue
+            subclass = self.scopes.get(id(node))
+            for binding in subclass.bindings.get(scope.name, ()) if subclass is not None else ():
+                method = self.scopes.get(id(binding.value)) if binding.kind == "def" else None
+                if method is not None and method.parent is subclass:
+                    found.append(method)
+        return found
 
     def overrides_external_hook(self, scope: Scope) -> bool:
         """Is the function a method of a class with a base defined elsewhere, and never called

@@ -1084,6 +1084,24 @@ def train(model, embedder, trainloader, hp):
             loss.backward()
             optimizer.step()
 """,
+        """\
+class Predictor:
+    def output_batch(self, ner_model, documents):
+        ner_model.eval()
+        labels = []
+        for start in range(0, len(documents), self.batch_size):
+            labels += self.apply_model(ner_model, documents[start:start + self.batch_size])  # expect: TL201
+        return labels
+
+    def apply_model(self, ner_model, features):  # a template the subclasses implement
+        return None
+
+
+class WordPredictor(Predictor):
+    def apply_model(self, ner_model, features):
+        scores = ner_model(self.encode(features))
+        return self.decoder.decode(scores.data).tolist()
+""",
     ]
     VALID = [
         """\
@@ -3076,8 +3094,11 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         if callee is ctx.scope or callee.grad is not GradMode.ENABLED:
             return False
         if self.analysis.has_no_body(callee):
-            # an abstract method its subclasses implement (`self._get_losses(batch)`): its name says
-            return bool(COMPUTING_METHOD_WORDS & {word.lower() for word in name_words(callee.name)})
+            # an abstract method its subclasses implement (`self._get_losses(batch)`): its name,
+            # or the overrides of this module's subclasses (`predict_w.apply_model(model, x)`), say
+            return bool(COMPUTING_METHOD_WORDS & {word.lower() for word in name_words(callee.name)}) or any(
+                method.grad is GradMode.ENABLED and not self.analysis.backpropagates(method) and self._runs_forward(method, 1)
+                for method in self.analysis.overriding_methods(callee))
         if self._callee_trains(call, ctx) or self._reported_inside(callee):
             return False
         return self._runs_forward(callee, 0) or self._forward_through_arguments(call, ctx, callee)
