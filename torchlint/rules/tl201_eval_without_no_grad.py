@@ -1090,7 +1090,8 @@ class Predictor:
         ner_model.eval()
         labels = []
         for start in range(0, len(documents), self.batch_size):
-            labels += self.apply_model(ner_model, documents[start:start + self.batch_size])  # expect: TL201
+            scores = self.apply_model(ner_model, documents[start:start + self.batch_size])  # expect: TL201
+            labels += scores.argmax(-1).tolist()
         return labels
 
     def apply_model(self, ner_model, features):  # a template the subclasses implement
@@ -1099,8 +1100,7 @@ class Predictor:
 
 class WordPredictor(Predictor):
     def apply_model(self, ner_model, features):
-        scores = ner_model(self.encode(features))
-        return self.decoder.decode(scores.data).tolist()
+        return ner_model(self.encode(features))
 """,
     ]
     VALID = [
@@ -3096,9 +3096,12 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         if self.analysis.has_no_body(callee):
             # an abstract method its subclasses implement (`self._get_losses(batch)`): its name,
             # or the overrides of this module's subclasses (`predict_w.apply_model(model, x)`), say
+            overrides = self.analysis.overriding_methods(callee)
+            if any(self._reports_itself(method) for method in overrides):
+                return False  # an override reported at its own forward pass: once
             return bool(COMPUTING_METHOD_WORDS & {word.lower() for word in name_words(callee.name)}) or any(
                 method.grad is GradMode.ENABLED and not self.analysis.backpropagates(method) and self._runs_forward(method, 1)
-                for method in self.analysis.overriding_methods(callee))
+                for method in overrides)
         if self._callee_trains(call, ctx) or self._reported_inside(callee):
             return False
         return self._runs_forward(callee, 0) or self._forward_through_arguments(call, ctx, callee)
