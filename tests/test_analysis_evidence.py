@@ -47,3 +47,40 @@ def _evidence():
 ])
 def test_module_by_evidence(name, expected):
     assert _evidence()(name) is expected
+
+
+HANDED = """\
+import torch
+
+
+def load_model(path):
+    model = Net()
+    model.load_state_dict(torch.load(path))
+    return model.eval()
+
+
+def infer(model, batch):
+    return model.predict(batch)
+
+
+def score(scorer, batch):
+    return scorer.predict(batch)
+
+
+def main(path, batches, estimator):
+    model = load_model(path)
+    for batch in batches:
+        infer(model, batch)
+        score(estimator, batch)
+"""
+
+
+@pytest.mark.parametrize(("function", "parameter", "expected"), [
+    ("infer", "model", True),  # every call hands it a loaded model
+    ("score", "scorer", False),  # a parameter of the caller: nothing says it is a module
+])
+def test_a_parameter_every_call_fills_with_a_module(function, parameter, expected):
+    analysis = Analysis(cst.parse_module(HANDED), "handed.py", HANDED)
+    scope = next(s for s in analysis.scopes.values() if s.name == function)
+    stmt, ctx = next((stmt, ctx) for stmt, ctx in scope.statements if ctx.scope is scope)
+    assert analysis.is_module_by_evidence(cst.Name(parameter), ctx) is expected

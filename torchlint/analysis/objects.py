@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.project import project
 
 
@@ -149,7 +150,7 @@ class ModuleQueries:
             return True
         binding = self.lookup(key, ctx)
         if binding is not None and binding.kind == "param":
-            return self._annotated_module(binding)
+            return self._annotated_module(binding) or (key == binding.key and self._handed_a_module(binding))
         if binding is None or binding.kind != "assign" or binding.element:
             return False
         value = strip_pass_through(binding.value)
@@ -179,6 +180,22 @@ class ModuleQueries:
         if "." not in name and name in self.local_classes:
             return self._local_class_is_module(name, set())
         return self._project_class_is_module(name) if name else False
+
+    def _handed_a_module(self, binding) -> bool:
+        """Does every call of the function in this module hand this parameter a module by evidence
+        (``infer(path, text, model)`` after ``model = load_model(ckpt)``)? Memoised; recursion
+        (a caller's own parameter asked again) resolves to no."""
+        memo = self._module_memo
+        key = ("handed", id(binding))
+        if key in memo:
+            return memo[key]
+        memo[key] = False
+        function = binding.ctx.scope
+        calls = self.callers_of(function) if function.kind == "function" else []
+        arguments = [(passed_arguments(call, function).get(binding.key), ctx) for call, ctx in calls]
+        memo[key] = bool(arguments) and all(
+            argument is not None and self.is_module_by_evidence(argument, ctx) for argument, ctx in arguments)
+        return memo[key]
 
     def _annotated_module(self, binding) -> bool:
         """A parameter annotated with a module class: ``model: nn.Module``, ``model: Model``
