@@ -42,7 +42,8 @@ class ViewKeepsBaseAlive(Rule):
     or a model's output tuple; multi-axis indexes, `narrow`, `select` and `diagonal` are
     tensors by syntax. An index by a name (`x[i]`, `out[:, k]`) counts as advanced indexing,
     a copy, since the name may hold a tensor or a list; slices with any bounds are views.
-    Not reported: views of tensors that outlive the iteration anyway
+    Not reported: views of a one-element value (`loss.data[0]`, pre-0.4 code's spelling of
+    `.item()`, on a loss or a full reduction such as `x.mean()`), views of tensors that outlive the iteration anyway
     (made before the loop, attributes of `self`), views whose base the loop also stores
     whole, values still attached to the autograd graph (TL101 reports those: the graph
     keeps more than the base), stores into an attribute (`self.last = out[:, -1]` keeps one

@@ -148,6 +148,13 @@ class EvalWithoutNoGrad(Rule):
     own file is not reported again at its calls. A forward pass on `Variable(x,
     volatile=True)` is reported wherever it runs: `volatile` has done nothing since PyTorch
     0.4 (a branch for older versions, under a test of `torch.__version__`, is left alone).
+    A loop over validation or test data (`for x, y in valid_loader:`) inside a training
+    function whose forward passes feed only locals read as data (`loss.item()`) is
+    evaluation. A template method (no body, or `return None`) counts by what the overrides of
+    this module's subclasses run; a parameter every call of the module fills with a model by
+    evidence is a model (`infer(path, text, model)` after `model = load_model(ckpt)`), and so
+    is a parameter named for a network copy (`target_actor`, `teacher_model`) that is called.
+    Where a function has both a one-off forward and one in its own loop, the loop's is reported.
 
     Inference code is recognised by what it does as well as by its name: a function (also a
     wrapper's `__call__`, `act(obs)`, `sample_images()`) that runs a model with grad enabled,
@@ -251,7 +258,8 @@ class EvalWithoutNoGrad(Rule):
     Inference code that a training loop also calls (an RL rollout collecting data) is reported
     at its own first forward pass, and its callers are not; a function only evaluation loops
     call is reported at those calls. A class that only unfreezes parameters (`p.requires_grad
-    = True`) is no evidence of input gradients.
+    = True`) is no evidence of input gradients. A function named for evaluation whose returned
+    values a caller backpropagates (PPO's and SAC's `evaluate(obs, acts)`) is part of the loss.
 
     Unit tests: in test files (under a `tests/` or `test/` directory, or named `test_*.py` /
     `*_test.py` / `conftest.py`), a name that says "test" is a pytest test, not an evaluation

@@ -30,7 +30,8 @@ class MissingZeroGrad(Rule):
     loop over the parameters or optimizers) counts, except one that only runs under an
     unrelated `if` while the step runs on every iteration (`if self.scheduler:
     optimizer.zero_grad()`): that is reported, unless the other arm of the `if` clears too.
-    Only a `zero_grad()` of another optimizer that is known to be a different object
+    A helper handed the networks it clears (`self.zero_grad([self.netG_A, self.netG_B])`) covers
+    them. Only a `zero_grad()` of another optimizer that is known to be a different object
     (`opt_d.zero_grad()` when stepping `opt_g`, both built in the function) does not.
     Helpers of this file are followed: a `backward()` or a clearing inside a function the loop
     calls counts, and a per-step function (`train_step(batch)`, called by the loop in `fit`)

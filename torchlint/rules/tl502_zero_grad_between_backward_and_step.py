@@ -25,7 +25,9 @@ class ZeroGradBetweenBackwardAndStep(Rule):
     ## Known problems
     Only reported when every pass through the `zero_grad()` has a `backward()` before it and
     the `step()` after it: all three in one sequence of statements (the bodies of `with` and
-    `try` are part of it), or `zero_grad()` and `step()` together in an `if` branch that
+    `try` are part of it, and an `if` / `else` counts as a `backward()` when each arm runs one,
+    as apex's `with amp.scale_loss(...)` on one arm and `loss.backward()` on the other), or
+    `zero_grad()` and `step()` together in an `if` branch that
     follows the `backward()` (the `if (i + 1) % k == 0:` of gradient accumulation). Left
     alone: a `zero_grad()` in an `except` handler or in an `if` branch without the step (skipping
     a bad batch), one followed by `continue` or by another `backward()` before the step, and
