@@ -32,7 +32,7 @@ CONVENTIONAL_MODULE_RE = re.compile(
     r"replace|patch|resolve|fetch|download|reset|is|has|to|from|apply|check|find|select|"
     r"construct|instantiate|default|profile|infer|run|test|benchmark|count|wrapped)_)"
     r"_*(?:[a-z0-9]+_)*(?:model|net|network|criterion|loss_fn|loss_func|loss_function|lossfn|"
-    r"classifier|encoder|decoder|backbone|extractor|transformer|embedder|projector|trunk)$"
+    r"classifier|encoder|decoder|backbone|extractor|embedder|projector|trunk)$"
     r"|^_*(?:generator|discriminator|critic|actor|head|teacher|student|policy_net|policy)$|^net[A-Z]\w*$"
 )
 # Imported (not locally defined) classes whose name says they build a module.
