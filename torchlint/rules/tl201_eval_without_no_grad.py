@@ -1828,9 +1828,11 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt).__name__ in COMPOUND_STATEMENTS:
                 continue
             for call in analysis.calls_in(stmt):
+                name = call_name(call) or ""
+                if not self._name_says_evaluation(name) or name.startswith("test_"):
+                    continue  # (the name first: resolving every call of a training function costs)
                 callee = analysis.called_function(call, ctx)
-                if callee is None or callee is scope or callee.kind != "function" or callee.grad is not GradMode.ENABLED \
-                        or not self._name_says_evaluation(callee.name) or callee.name.startswith("test_"):
+                if callee is None or callee is scope or callee.kind != "function" or callee.grad is not GradMode.ENABLED:
                     continue
                 owner = callee.owner
                 if owner.backpropagates(callee) or owner.steps_optimizer(callee) \
