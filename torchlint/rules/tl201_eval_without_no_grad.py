@@ -3228,10 +3228,10 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         target = target.value if type(target) is cst.Subscript else target
         key = dotted_name(target)
         words = name_words(last_part(key)) if key is not None else []
-        rest = "_".join(word for word in words if word not in FROZEN_COPY_WORDS)
-        if FROZEN_COPY_WORDS & set(words) and rest and is_conventional_module_name(rest) \
-                and self.analysis.lookup(key.partition(".")[0], ctx) is not None:
-            return True  # `target_critic(s, a)`, `teacher_model(x)`: a network copy, named so
+        if FROZEN_COPY_WORDS.intersection(words):
+            rest = "_".join(word for word in words if word not in FROZEN_COPY_WORDS)
+            if rest and is_conventional_module_name(rest) and self.analysis.lookup(key.partition(".")[0], ctx) is not None:
+                return True  # `target_critic(s, a)`, `teacher_model(x)`: a network copy, named so
         if not self._is_module_call(call, ctx):
             return False
         return self.analysis.is_module_by_evidence(target, ctx)
