@@ -1084,8 +1084,7 @@ def train(model, embedder, trainloader, hp):
         for dvec_mels, target_mag, mixed_mag in trainloader:
             dvec_list = []
             for mel in dvec_mels:
-                dvec = embedder(mel)  # expect: TL201
-                dvec_list.append(dvec)
+                dvec_list.append(embedder(mel))  # expect: TL201
             dvec = torch.stack(dvec_list, dim=0).detach()
             loss = F.mse_loss(mixed_mag * model(mixed_mag, dvec), target_mag)
             optimizer.zero_grad()
@@ -1919,7 +1918,9 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         if not frozen and not copies:
             return False
         for stmt, ctx in scope.statements:
-            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED or type(stmt) not in (cst.Assign, cst.AnnAssign):
+            # (also `dvecs.append(embedder(mel))`, `kd += kl(teacher(x), s)`; not a bare `teacher(x)`)
+            if ctx.scope is not scope or ctx.grad is not GradMode.ENABLED \
+                    or type(stmt) not in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Expr):
                 continue
             in_training_loop = any(analysis.loop_backpropagates(loop) for loop in ctx.visible_loops if loop.implicit is None)
             candidates = (frozen | copies) if in_training_loop else copies if not any(
@@ -1927,6 +1928,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             for call in analysis.calls_in(stmt):
                 target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
                 if dotted_name(target) in candidates and self._is_module_call(call, ctx) \
+                        and not (type(stmt) is cst.Expr and stmt.value is call) \
                         and not any(analysis.is_attached(arg.value, ctx) or analysis.is_grad_leaf(arg.value, ctx)
                                     for arg in call.args):
                     # (`vgg(fake)` on a generator's output is a perceptual loss, `model(x_adv)` on an
