@@ -62,6 +62,7 @@ from torchlint.analysis.syntax import (  # noqa: F401
     iter_expression_nodes,
     dotted_name,
     storage_key,
+    key_within,
     last_part,
     call_arguments,
     keyword_argument,

@@ -11,7 +11,7 @@ from torchlint.analysis.project import project
 
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import is_clearing_call_name, GRAD_OVERWRITING_METHODS, MODULE_CLASS_RE, NEUTRAL_BASES, NOT_OPTIMIZER_WORDS, OPTIMIZER_CLASSES, OPTIMIZER_CLASS_RE, is_conventional_module_name, looks_like_optimizer, name_words
-from torchlint.analysis.syntax import is_view_subscript, iter_expression_nodes, key_node, mentioned_keys, parameter_node, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
+from torchlint.analysis.syntax import is_view_subscript, iter_expression_nodes, key_node, key_within, mentioned_keys, parameter_node, _del_targets, _is_grad_attribute, _is_grad_chain, call_arguments, call_name, dotted_name, keyword_argument, last_part, strip_pass_through
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 from torchlint.analysis.vocabulary import (
     MODULE_EVIDENCE_METHODS, MODULE_FACTORY_QUALIFIED, MODULE_FACTORY_RE,
@@ -495,7 +495,7 @@ class OptimizerQueries:
     def optimizes(self, optimizer, ctx: Context, model: str) -> bool:
         """Was the optimizer built over ``model``'s parameters (its construction reads ``model``
         or one of its attributes: ``Adam(self.net.parameters())`` optimizes ``self.net``)?"""
-        return any(_within(used, model) for construction in self.optimizer_constructions(optimizer, ctx)
+        return any(key_within(used, model) for construction in self.optimizer_constructions(optimizer, ctx)
                    for used in mentioned_keys(construction))
 
     def optimized_modules(self, optimizer, ctx: Context) -> set[str]:
@@ -523,7 +523,7 @@ class OptimizerQueries:
                 for used in mentioned_keys(construction)
             }
         root = ".".join(model.split(".")[:2]) if model.startswith("self.") else model.partition(".")[0]
-        return any(_within(used, model) or used == root for used in memo["optimized keys"])
+        return any(key_within(used, model) or used == root for used in memo["optimized keys"])
 
     def is_grad_scaler(self, expr, ctx: Context) -> bool:
         """``scaler`` / ``self.grad_scaler`` / a name bound to ``torch.amp.GradScaler(...)``."""
@@ -958,8 +958,3 @@ def _moved_instance(value) -> bool:
         return False
     name = last_part(dotted_name(value.func) or "")
     return len(name) > 1 and name[0].isupper() and _DATA_CLASS_RE.search(name) is None
-
-
-def _within(key: str, model: str) -> bool:
-    """``key`` is ``model`` or one of its attributes."""
-    return key == model or key.startswith(model + ".")

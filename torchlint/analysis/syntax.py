@@ -156,6 +156,12 @@ def storage_key(node) -> str | None:
     return dotted_name(node)
 
 
+def key_within(inner: str, outer: str) -> bool:
+    """``inner`` is ``outer`` or one of its attributes: ``model.encoder`` is within ``model``,
+    ``netG`` is not within ``net``."""
+    return inner == outer or inner.startswith(outer + ".")
+
+
 def last_part(name: str) -> str:
     return name.rpartition(".")[2]
 

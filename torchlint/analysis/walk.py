@@ -8,15 +8,14 @@ import re
 from collections import defaultdict
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import CONTAINER_WRITES, GradMode, LIGHTNING_NO_GRAD_HOOKS, _CONVENTIONAL_ROOTS
-
-# Bases of a class that is a plain module, nothing a framework drives.
-PLAIN_MODULE_BASES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
 from torchlint.analysis.syntax import (
     _literal_grad_mode, _merge, dotted_name, is_test_file, iter_expression_nodes, last_part, storage_key)
 from torchlint.analysis.scopes import Binding, Context, Loop, Scope
 
 # Context managers and decorators of a project that likely set the grad mode.
 GRAD_WRAPPER_RE = re.compile(r"grad|training_mode|train_mode|eval_mode|inference", re.I)
+# Bases of a class that is a plain module, nothing a framework drives.
+PLAIN_MODULE_BASES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
 
 
 _VISIT_METHODS: dict[type, tuple[str, ...]] = {}

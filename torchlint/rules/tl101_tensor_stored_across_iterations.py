@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from torchlint.analysis import (
-    ATTACHMENT_TOKENS, DETACHING_METHODS, STORES, STORING_METHODS, Context, call_name, dotted_name, empties_container, empty_container, mentioned_keys, storage_key,
+    ATTACHMENT_TOKENS, DETACHING_METHODS, STORES, STORING_METHODS, Context, call_name, dotted_name, empties_container, empty_container, key_within, mentioned_keys, storage_key,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, detach_fix
@@ -534,7 +534,7 @@ def perplexity(scorer, input_ids, attention_mask, labels):
             # (a reset at the start of the call, as Grad-CAM's, leaves the last pass's graph behind)
             mentions = [(stmt, stmt_ctx) for stmt, stmt_ctx in method.statements if stmt_ctx.scope is method
                         and type(stmt).__name__ not in ("If", "For", "While", "With", "Try")
-                        and any(mention == key or mention.startswith(key + ".") for mention in mentioned_keys(stmt))]
+                        and any(key_within(mention, key) for mention in mentioned_keys(stmt))]
             if len(mentions) >= 2 and self._empties(mentions[-1][0], key) \
                     and not any(self._empties(stmt, key) for stmt, _ in mentions[:-1]):
                 return True

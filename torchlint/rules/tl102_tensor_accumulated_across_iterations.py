@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import ACCUMULATES, ATTACHMENT_TOKENS, Context, dotted_name, mentioned_keys, storage_key
+from torchlint.analysis import ACCUMULATES, ATTACHMENT_TOKENS, Context, dotted_name, key_within, mentioned_keys, storage_key
 from torchlint.lazy import cst
 from torchlint.fix import detach_fix
 from torchlint.rule import Rule
@@ -447,7 +447,7 @@ class LocationAttention(nn.Module):
             return False
         # read where it is not being added to: the computation uses it
         return any(
-            any(used == key or used.startswith(key + ".")
+            any(key_within(used, key)
                 for used in mentioned_keys(stmt.value if type(stmt) in (cst.Assign, cst.AugAssign) else stmt))
             and not any(storage_key(target.target) == key for target in getattr(stmt, "targets", ()))
             and not (type(stmt) is cst.AugAssign and storage_key(stmt.target) == key)

@@ -5,7 +5,8 @@ import re
 
 from torchlint.analysis import (
     ATTACHMENT_TOKENS, BACKWARD_FUNCTIONS, Context, GradMode, call_name, dotted_name,
-    empty_container, iter_expression_nodes, last_part, mentioned_keys, name_words, periodic_test, strip_pass_through,
+    empty_container, iter_expression_nodes, key_within, last_part, mentioned_keys, name_words, periodic_test,
+    strip_pass_through,
 )
 from torchlint.analysis.arguments import constant_arguments, passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
@@ -1991,7 +1992,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         if key in memo:
             return memo[key]
         root = ".".join(key.split(".")[:2]) if key.startswith("self.") else key.partition(".")[0]
-        frozen = not any(name == root or name.startswith(root + ".") for name in analysis._requires_grad_switches())
+        frozen = not any(key_within(name, root) for name in analysis._requires_grad_switches())
         if frozen:
             for owner in {id(scope): scope for scope in (analysis.module_scope, *analysis.scopes.values())}.values():
                 for stmt, ctx in owner.statements:
@@ -3020,7 +3021,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             target = func.value if type(func) is cst.Attribute and (
                 func.attr.value == "forward" or self._runs_model_method(call, ctx)) else func
             key = dotted_name(target)
-            if key is not None and any(key == model or key.startswith(model + ".") for model in switched) \
+            if key is not None and any(key_within(key, model) for model in switched) \
                     and self._is_forward(call, ctx) and not (scope.kind == "module" and self._synthetic_inputs(call, ctx)):
                 return call  # the model, or one of its parts (`model.eval()` then `model.encoder(x)`)
         return None
@@ -3246,9 +3247,9 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         if type(func) is not cst.Attribute or func.attr.value.startswith("_"):
             return False  # a library's private method may well disable grad inside
         words = {word.lower() for word in name_words(func.attr.value)}
-        # `model.generate(...)`, `model.encode(...)`: Hugging Face's and sentence-transformers'
-        # turn grad off themselves; a project's own are read below
-        # any other name: only a project's method, read, counts (`model.validation_step(batch)`)
+        # a name that does not say it computes (`model.validation_step(batch)`; also `generate` and
+        # `encode`, which Hugging Face's and sentence-transformers' run without grad): only a
+        # project's method, read, counts
         readable_only = not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES
         if words & {"register", "hook", "hooks", "noise"}:
             return False  # `layer.register_forward_hook(fn)`, `actor.sample_noise()` (new noisy-layer draws) run nothing

@@ -632,9 +632,14 @@ def train(agent, env, steps):
                         self.CLASS_FIX.format(model=key))
 
     def _statements_switching(self) -> list:
-        """Statements anywhere in the file that switch a model's mode."""
-        return [(stmt, ctx) for kind in ("Expr", "Assign") for stmt, ctx in self.analysis.statements_by_type.get(kind, ())
+        """Statements anywhere in the file that switch a model's mode (found once per file, for
+        all its classes)."""
+        memo = self.analysis.module_scope._memo
+        if "tl202_switching" not in memo:
+            memo["tl202_switching"] = [
+                (stmt, ctx) for kind in ("Expr", "Assign") for stmt, ctx in self.analysis.statements_by_type.get(kind, ())
                 if _switch_of(stmt) is not None]
+        return memo["tl202_switching"]
 
     def _class_optimizer_of(self, class_scope, key: str) -> str | None:
         """The code of an optimizer the class steps that was built over ``key``'s parameters."""

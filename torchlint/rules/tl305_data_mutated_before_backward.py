@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, GradMode, DETACHING_METHODS, child_nodes, dotted_name, strip_views
+from torchlint.analysis import Context, GradMode, DETACHING_METHODS, child_nodes, dotted_name, key_within, strip_views
 from torchlint.analysis.inplace import parameters_owner
 from torchlint.lazy import cst
 from torchlint.rule import InPlaceMutationRule
@@ -201,7 +201,7 @@ for x, y in loader:
             called = dotted_name(func)
             if called is None or not analysis.is_module(func, ctx):
                 continue
-            if owners is None or any(called == owner or called.startswith(owner + ".") for owner in owners):
+            if owners is None or any(key_within(called, owner) for owner in owners):
                 return True
         if owners == () and not analysis.is_grad_leaf(cst.Name(key), ctx):
             # a plain tensor: the statement must compute an attached value from it

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, Loop, dotted_name, model_roles, name_words
+from torchlint.analysis import Context, Loop, dotted_name, key_within, model_roles, name_words
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, source_of
 from torchlint.rule import Rule
@@ -387,7 +387,7 @@ class CycleGAN(BaseModel):  # BaseModel.zero_grad(nets) sets each net's param.gr
                 # `d_model.zero_grad()` before `scaler.step(g_optimizer)`: names of two roles
                 stepped, clearing = model_roles(dotted_name(optimizer)), model_roles(cleared)
                 return not (stepped and clearing and stepped.isdisjoint(clearing))
-            return owner is None or cleared is None or _within(owner, cleared) or _within(cleared, owner)
+            return owner is None or cleared is None or key_within(owner, cleared) or key_within(cleared, owner)
         return not analysis.distinct_optimizers(receiver, receiver_ctx, optimizer, ctx)
 
     def _optimizer_owner(self, optimizer, ctx: Context) -> str | None:
@@ -410,8 +410,3 @@ class CycleGAN(BaseModel):  # BaseModel.zero_grad(nets) sets each net's param.gr
 STEP_FUNCTION_WORDS = frozenset({"step", "train", "training", "update", "learn", "optimize", "optimise", "iteration", "batch"})
 CLEARING_STATEMENTS = ("Expr", "Assign", "AnnAssign", "Del", "AugAssign", "Return")
 OPTIMIZER_ATTRIBUTES = frozenset({"optimizer", "optim", "opt", "optimiser"})
-
-
-def _within(inner: str, outer: str) -> bool:
-    """``model.encoder`` is within ``model``; ``netG`` is not within ``netD``."""
-    return inner == outer or inner.startswith(outer + ".")
