@@ -683,3 +683,63 @@ def test_an_evaluation_helper_reported_in_its_own_file_is_not_reported_again_at_
     write(tmp_path, {"helpers.py": helpers, "train.py": train})
     assert [code for _, code in codes(tmp_path / "helpers.py")] == ["TL201"]
     assert "TL201" not in [code for _, code in codes(tmp_path / "train.py")]
+
+
+def _write_plain(root, files: dict[str, str]) -> None:
+    """Files without any project marker: an unpacked wheel, a copied folder."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_a_package_without_project_markers_resolves_its_absolute_imports(tmp_path):
+    # site-packages/avalanche/training/supervised/strategy.py importing avalanche.models.utils
+    site = tmp_path / "site"
+    _write_plain(site, {
+        "pkg/__init__.py": "", "pkg/models/__init__.py": "", "pkg/models/utils.py": LOSS_HELPER,
+        "pkg/training/__init__.py": "", "pkg/training/supervised/__init__.py": "",
+        "pkg/training/supervised/strategy.py": TRAIN_WITH_IMPORTED_LOSS.format(module="pkg.models.utils"),
+    })
+    project().__init__()
+    assert (10, "TL201") in codes(site / "pkg" / "training" / "supervised" / "strategy.py")
+
+
+def test_an_override_that_a_base_class_in_another_module_runs_under_inference_mode(tmp_path):
+    write(tmp_path, {
+        "engine.py": """\
+            import torch
+
+            class BasePredictor:
+                @torch.inference_mode()
+                def stream_inference(self, source):
+                    for batch in source:
+                        yield self.inference(batch)
+            """,
+        "predict.py": """\
+            from engine import BasePredictor
+
+            class Predictor(BasePredictor):
+                def inference(self, im):
+                    return self.prompt_inference(im)
+
+                def prompt_inference(self, im):
+                    self.model.eval()
+                    return [self.model(crop).cpu() for crop in im.split(64)]
+            """,
+        "framework.py": """\
+            from torchvision_like import Base
+
+            class Predictor(Base):
+                def inference(self, im):
+                    return self.prompt_inference(im)
+
+                def prompt_inference(self, im):
+                    self.model.eval()
+                    return [self.model(crop).cpu() for crop in im.split(64)]
+            """,
+    })
+    assert codes(tmp_path / "predict.py") == []
+    # a base torchlint cannot read may run it with grad on: still reported
+    assert [code for _, code in codes(tmp_path / "framework.py")] == ["TL201"]
+

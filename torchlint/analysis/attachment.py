@@ -359,6 +359,8 @@ class AttachmentQueries:
         qualified = self.qualified_name(func)
         if qualified is not None and qualified.startswith("torch."):
             return self._torch_call_attached(qualified, call, ctx)
+        if "state_dict" in (dotted_name(func) or ""):
+            return False  # `get_full_optimizer_state_dict(model, opt)`: weights' values, detached
         if type(func) is cst.Attribute:
             method = func.attr.value
             if method in DETACHING_METHODS or method in NON_DIFFERENTIABLE_METHODS:

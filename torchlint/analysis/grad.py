@@ -25,23 +25,32 @@ class GradModeQueries:
         grad disabled (e.g. ``evaluate()`` only ever called inside ``with torch.no_grad():``)."""
         name = scope.name
         is_method = scope.parent is not None and scope.parent.kind == "class"
-        memo_key = (name, is_method)
+        memo_key = (name, id(scope.parent)) if is_method else (name, None)
         if memo_key in self._callers_memo:
             return self._callers_memo[memo_key]
         self._callers_memo[memo_key] = False  # recursion guard
-        if self.source is not None and self.source.count(f"{name}(") <= self.source.count(f"def {name}("):
+        if self.source is not None and self.source.count(f"{name}(") <= self.source.count(f"def {name}(") \
+                and not (is_method and scope.parent.node.bases):
             return False  # its name is never followed by "(" but in its definitions: no caller here
         found = False
         disabled = True
-        for ctx in self._calls_by_name().get((name, is_method), ()):
+        own_class = scope.parent if is_method else None
+        for ctx, on_self in self._calls_by_name().get((name, is_method), ()):
             if ctx.scope is scope:  # recursion (or super().__init__()) says nothing about callers
                 continue
+            if on_self and not self._related_classes(ctx.scope.class_scope, own_class):
+                continue  # `self.get_features(im)` in another class of the file runs its own method
             found = True
             if ctx.grad is GradMode.ENABLED and not (
                 ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
             ):
                 disabled = False
-        result = found and disabled
+        if not found and is_method:
+            # no caller here: a project base class that calls it (a predictor's
+            # `stream_inference` under `inference_mode` calling `self.inference(im)`) owns its mode
+            result = self.bases_call_without_grad(scope.parent, name, set()) is True
+        else:
+            result = found and disabled
         self._callers_memo[memo_key] = result
         return result
 
@@ -56,7 +65,26 @@ class GradModeQueries:
                     for call in self.calls_in(stmt):
                         func = call.func
                         if type(func) is cst.Attribute:
-                            index.setdefault((func.attr.value, True), []).append(ctx)
+                            on_self = type(func.value) is cst.Name and func.value.value == "self"
+                            index.setdefault((func.attr.value, True), []).append((ctx, on_self))
                         elif type(func) is cst.Name:
-                            index.setdefault((func.value, False), []).append(ctx)
+                            index.setdefault((func.value, False), []).append((ctx, False))
         return index
+
+    def _related_classes(self, caller_class, own_class) -> bool:
+        """Can ``self`` in a method of ``caller_class`` be an instance of ``own_class``: the same
+        class, or one derived from the other in this module (unknown classes: yes)?"""
+        if caller_class is None or own_class is None or caller_class is own_class:
+            return True
+        return self._derives_from(caller_class, own_class, 0) or self._derives_from(own_class, caller_class, 0)
+
+    def _derives_from(self, class_scope, base_scope, depth: int) -> bool:
+        if depth > 8:
+            return True
+        for base in class_scope.node.bases:
+            local = self.class_named(base.value, False)
+            if local is None:
+                continue
+            if local is base_scope or self._derives_from(local, base_scope, depth + 1):
+                return True
+        return False

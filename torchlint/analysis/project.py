@@ -135,7 +135,17 @@ class Project:
             current = parent
         if root is not None and os.path.isdir(os.path.join(root, "src")):
             found.append(os.path.join(root, "src"))
-        return found if root is not None else found[:2]
+        if root is not None:
+            return found
+        # no project marker (an unpacked wheel, a copied folder): the directory that holds the
+        # top-level package of the importer, as Python's own import path would have it
+        top = directory
+        while self._is_file(os.path.join(top, "__init__.py")):
+            parent = os.path.dirname(top)
+            if parent == top:
+                break
+            top = parent
+        return found[:2] if top in found[:2] else [*found[:2], top]
 
     def locate(self, importer: str, target: str) -> tuple[str, list[str]] | None:
         """The file of the project module that ``target`` (``.losses.compute_loss``,

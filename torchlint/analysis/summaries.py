@@ -411,6 +411,45 @@ class SummaryQueries:
         return False
 
     @in_owner
+    def bases_call_without_grad(self, class_scope: Scope, name: str, seen: set) -> bool | None:
+        """Do the class's bases, all defined in the project, call ``self.name(...)``, and only
+        with grad disabled? (Then an override runs without grad, whoever starts the base.)
+        None when no base calls it; False when one calls it with grad, or a base is a
+        framework's class, whose calls torchlint cannot see."""
+        found = None
+        for base in class_scope.node.bases:
+            expr = base.value.value if type(base.value) is cst.Subscript else base.value
+            base_name = dotted_name(expr) or ""
+            if base_name in NEUTRAL_BASES or (self.qualified_name(expr) or "") in NEUTRAL_BASES:
+                continue
+            base_scope = self.class_named(expr)
+            if base_scope is None:
+                return False
+            if id(base_scope) in seen:
+                continue
+            seen.add(id(base_scope))
+            owner = base_scope.owner
+            own = owner.own_method_calls(base_scope, name)
+            answer = all(own) if own else owner.bases_call_without_grad(base_scope, name, seen)
+            if answer is False:
+                return False
+            found = found or answer
+        return found
+
+    @in_owner
+    def own_method_calls(self, class_scope: Scope, name: str) -> list[bool]:
+        """For each ``self.name(...)`` in the class's methods: is grad disabled there (by its
+        context, or by every caller of the method that makes it)?"""
+        return [
+            ctx.grad is GradMode.DISABLED or (ctx.grad is GradMode.ENABLED and self.all_calls_grad_disabled(method))
+            for method in self.scopes.values() if method.kind == "function" and method.class_scope is class_scope
+            for stmt, ctx in method.statements if ctx.scope is method
+            for call in self.calls_in(stmt)
+            if type(call.func) is cst.Attribute and call.func.attr.value == name
+            and type(call.func.value) is cst.Name and call.func.value.value == "self"
+        ]
+
+    @in_owner
     def calls_own_method(self, class_scope: Scope, name: str) -> bool:
         """Does a method of the class call ``self.name(...)`` with grad disabled? (A base
         class's ``__call__`` that calls ``self.infer(x)`` with grad on leaves the mode as it is:

@@ -146,6 +146,13 @@ MODULE_PASS_THROUGH_METHODS = frozenset({
     "requires_grad_", "to_empty", "share_memory",
 })
 BACKWARD_FUNCTIONS = frozenset({"backward", "manual_backward"})
+# What `nn.Module` itself defines: an attribute of a model under any other name is one of its
+# submodules or its own methods (`model.feature_extractor`, `net.encode`).
+NN_MODULE_API = frozenset({
+    *MODULE_EVIDENCE_METHODS, *MODULE_PASS_THROUGH_METHODS, "state_dict", "load_state_dict", "zero_grad",
+    "register_parameter", "add_module", "get_submodule", "get_parameter", "extra_repr", "training",
+    "register_full_backward_hook", "register_forward_pre_hook", "type", "forward",
+})
 # A loop goes over batches or steps when what it binds (or a while loop's test) is named like
 # one (``for batch in ...``, ``for step in ...``, ``while step < ...``) or what it iterates is a
 # loader or a collection of them (``for x, y in train_loader``, ``range(num_steps)``). Iterating

@@ -11,10 +11,10 @@ from torchlint.analysis import (
 from torchlint.analysis.arguments import constant_arguments, passed_arguments
 from torchlint.analysis.summaries import MAX_CALL_DEPTH
 from torchlint.analysis.uses import CONVERSIONS_KEEPING_DATA, GRAPH_KEEPING_CONVERSIONS, conversion_source
-from torchlint.analysis.syntax import collect_nodes
+from torchlint.analysis.syntax import collect_nodes, parameter_node
 from torchlint.analysis.vocabulary import (
     COMPUTING_METHOD_NAMES, COMPUTING_METHOD_WORDS, CONTAINER_WRITES, DETACHING_METHODS,
-    NOT_FORWARD_METHOD_RE, PARAMETERLESS_LAYERS, is_conventional_module_name,
+    NN_MODULE_API, NOT_FORWARD_METHOD_RE, PARAMETERLESS_LAYERS, is_conventional_module_name,
 )
 from torchlint.lazy import cst
 from torchlint.fix import Fix, InsertBefore, Wrap, torch_reference
@@ -1110,6 +1110,48 @@ class WordPredictor(Predictor):
     def apply_model(self, ner_model, features):
         return ner_model(self.encode(features))
 """,
+        """\
+from continual import Strategy
+
+
+def run_network(model, x):
+    return model(x)
+
+
+class FeatureReplay(Strategy):
+    def _after_training_exp(self, **kwargs):
+        self.buffer.update(self.gather_features())
+
+    def gather_features(self):
+        self.model.eval()
+        features = []
+        for x, y in self.loader:
+            feats = run_network(self.model.feature_extractor, x)  # expect: TL201
+            features.append(feats.cpu())
+        return torch.cat(features)
+""",
+        """\
+class Model(nn.Module):
+    def score_t(self, batch):
+        raise NotImplementedError
+
+    def predict_t(self, batch):
+        self.eval()
+        return self.score_t(batch)
+
+    def predict(self, batch, target):
+        if target == "tail":
+            return self.predict_t(batch)
+        raise ValueError(target)
+
+
+def evaluate_ranking(model: Model, batches):
+    ranks = []
+    for batch in batches:
+        scores = model.predict(batch, target="tail")  # expect: TL201
+        ranks.append(scores.argmax(dim=1).cpu())
+    return ranks
+""",
     ]
     VALID = [
         """\
@@ -1687,7 +1729,51 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         outputs = self.net(self.x)
         self.value = self.op(self.x, outputs).detach().cpu().numpy()
 """,
-    ]
+        """\
+class CrossEncoder(nn.Module):
+    @torch.inference_mode()
+    def predict(self, pairs, batch_size=32):
+        return torch.cat([self.head(self.encode(chunk)) for chunk in batches(pairs, batch_size)])
+
+
+def rerank(model: CrossEncoder, samples):
+    model.eval()
+    results = []
+    for query, docs in samples:
+        scores = model.predict([(query, doc) for doc in docs])
+        results.append(scores.argsort(descending=True))
+    return results
+""",
+        """\
+import gpytorch
+
+
+class Model(nn.Module):
+    def posterior(self, X, observation_noise=False):
+        self.eval()  # a Gaussian process's posterior mode, which acquisition functions differentiate
+        X = self.transform_inputs(X)
+        mvn = self(X)
+        if observation_noise:
+            mvn = self.likelihood(mvn, X)
+        return Posterior(distribution=mvn)
+""",        """\
+class Predictor:
+    @torch.no_grad()
+    def set_image(self, im):
+        self.features = self.get_features(im)
+
+    def get_features(self, im):
+        self.model.eval()
+        return [self.model.image_encoder(crop).cpu() for crop in crops(im)]
+
+
+class VideoPredictor:  # its own `get_features`: its calls say nothing of the one above
+    def track(self, frames):
+        return [self.get_features(frame) for frame in frames]
+
+    def get_features(self, frame):
+        return self.backbone(frame)
+""",    ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
         analysis = self.analysis
@@ -2482,7 +2568,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             if stmt_ctx.scope is not scope:
                 continue
             switch = _mode_switch(stmt)
-            if switch is not None and not self._not_a_model(switch[1], stmt_ctx):
+            if switch is not None and not self._not_a_model(switch[1], stmt_ctx) and not self._posterior_mode_file():
                 switches.append((stmt_ctx.order, switch[0], dotted_name(switch[1])))
                 switch_statements[stmt_ctx.order] = stmt
         regions = []
@@ -2499,6 +2585,16 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
                 )
                 regions.append((start, end))
         return regions
+
+    def _posterior_mode_file(self) -> bool:
+        """Does the file import GPyTorch or BoTorch? There ``model.eval()`` switches a Gaussian
+        process from its prior to its posterior, which acquisition functions differentiate
+        (``self.eval(); mvn = self(X)`` in a model's ``posterior``): not evaluation code."""
+        memo = self.analysis.module_scope._memo
+        if "tl201_posterior_mode" not in memo:
+            memo["tl201_posterior_mode"] = any(
+                target.lstrip(".").partition(".")[0] in ("gpytorch", "botorch") for target in self.analysis.imports.values())
+        return memo["tl201_posterior_mode"]
 
     def _not_a_model(self, receiver, ctx: Context) -> bool:
         """``dataset.eval()`` (Avalanche's transform groups) and ``optimizer.eval()`` (schedule-free
@@ -2927,7 +3023,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
                 repeated = per_step or self._switched_and_called_in_loop(scope, inside)
             calls = self.analysis.calls_in(stmt) if repeated else _comprehension_calls(stmt, self.analysis)
             is_forward = self._is_forward if not strict else self._is_model_run if scope._memo.get("tl201_strict") \
-                else self._is_module_call
+                else self._runs_module_or_handed_one
             # (made-up inputs: a script's smoke test, or a constructor's shape probe, `x = block(x)`
             # on a dummy tensor to size the next layer)
             call = next((call for call in calls if is_forward(call, ctx) and not self._reported_in_script(call, ctx)
@@ -3107,14 +3203,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         if callee is ctx.scope or callee.grad is not GradMode.ENABLED:
             return False
         if self.analysis.has_no_body(callee):
-            # an abstract method its subclasses implement (`self._get_losses(batch)`): its name,
-            # or the overrides of this module's subclasses (`predict_w.apply_model(model, x)`), say
-            overrides = self.analysis.overriding_methods(callee)
-            if any(self._reports_itself(method) for method in overrides):
-                return False  # an override reported at its own forward pass: once
-            return bool(COMPUTING_METHOD_WORDS & {word.lower() for word in name_words(callee.name)}) or any(
-                method.grad is GradMode.ENABLED and not self.analysis.backpropagates(method) and self._runs_forward(method, 1)
-                for method in overrides)
+            return self._template_runs_forward(callee)
         if self._callee_trains(call, ctx) or self._reported_inside(callee):
             return False
         return self._runs_forward(callee, 0) or self._forward_through_arguments(call, ctx, callee)
@@ -3152,7 +3241,7 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
                 if LOSS_NAME_RE.search(receiver.value) or LOSS_NAME_RE.search(dotted_name(argument) or "") \
                         or (analysis.constructed_layer(argument, ctx) or "").endswith("Loss"):
                     continue  # `criterion(output, target)`: a loss module, not the model
-                if analysis.is_module_by_evidence(argument, ctx):
+                if analysis.is_module_by_evidence(argument, ctx) or self._model_part(argument, ctx):
                     yield inner, inner_ctx
                 continue
             class_scope = analysis.instance_class(argument, ctx)
@@ -3165,6 +3254,25 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             rule = self if method_owner is analysis else type(self)(method_owner, [], self.options)
             if rule._runs_forward(method, 1):
                 yield inner, inner_ctx
+
+    def _runs_module_or_handed_one(self, call, ctx: Context) -> bool:
+        """A module call, or a helper of the project that calls, with grad enabled, a model this
+        call hands it (``avalanche_forward(self.model.feature_extractor, x, t)``): a forward
+        pass whatever grad mode the helper's own caller is in."""
+        if self._is_module_call(call, ctx):
+            return True
+        if not call.args:
+            return False
+        callee = self.analysis.called_function(call, ctx)
+        return callee is not None and callee is not ctx.scope and callee.kind == "function" \
+            and callee.grad is GradMode.ENABLED and not self._callee_trains(call, ctx) \
+            and not self._reported_inside(callee) and self._forward_through_arguments(call, ctx, callee)
+
+    def _model_part(self, expr, ctx: Context) -> bool:
+        """``model.feature_extractor`` handed to a helper that calls it: an attribute of a module
+        by evidence that ``nn.Module`` does not define is a submodule or a method of the model."""
+        return type(expr) is cst.Attribute and expr.attr.value not in NN_MODULE_API \
+            and not LOSS_NAME_RE.search(expr.attr.value) and self.analysis.is_module_by_evidence(expr.value, ctx)
 
     def _passed_instance_runs_forward(self, call, ctx: Context) -> bool:
         """``trainer.predict(batch)`` with ``trainer`` a parameter that every caller in this file
@@ -3257,8 +3365,8 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         if readable_only and not methods:
             return False
         if methods:  # the project's own classes: what their method does decides
-            if any(self._reports_itself(method) for method in methods):
-                return False  # reported at its own forward pass, once
+            if any(method.owner is self.analysis and self._reports_itself(method) for method in methods):
+                return False  # reported at its own forward pass in this file, once
             return any(
                 method.grad is GradMode.ENABLED and not method.owner.backpropagates(method)
                 and (self if method.owner is self.analysis else type(self)(method.owner, [], self.options))._runs_forward(method, 1)
@@ -3279,14 +3387,39 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
         (``model``: ``Model``, ``SimpleModel``). Empty when unknown."""
         analysis = self.analysis
         class_scope = analysis.instance_class(func.value, ctx)
+        if class_scope is None and type(func.value) is cst.Name and func.value.value in ("self", "cls"):
+            class_scope = ctx.scope.class_scope  # the object's own method (`self.infer_modalities(p)`)
         if class_scope is not None:
             method = class_scope.owner.method_of(class_scope, func.attr.value, set())
             return [method] if method is not None else []
         if type(func.value) is cst.Name:
             binding = analysis.lookup(func.value.value, ctx)
             if binding is not None and binding.kind == "param":
+                annotated = self._annotated_class(binding)
+                if annotated is not None:  # `model: CrossEncoder`: that class's method
+                    method = annotated.owner.method_of(annotated, func.attr.value, set())
+                    return [method] if method is not None else []
                 return analysis.methods_of_classes_named_like(func.value.value, func.attr.value)
         return []
+
+    def _annotated_class(self, binding):
+        """The project class a parameter is annotated with (``model: CrossEncoder``), or None."""
+        param = parameter_node(binding)
+        if param is None or param.annotation is None or type(param.annotation.annotation) not in (cst.Name, cst.Attribute):
+            return None
+        return self.analysis.class_named(param.annotation.annotation)
+
+    def _template_runs_forward(self, callee) -> bool:
+        """An abstract method its subclasses implement (``self._get_losses(batch)``,
+        ``self.score_t(batch)``): its name, or the overrides of its module's subclasses
+        (``predict_w.apply_model(model, x)``), say whether it runs the model."""
+        owner = callee.owner
+        overrides = owner.overriding_methods(callee)
+        if any(self._reports_itself(method) for method in overrides):
+            return False  # an override reported at its own forward pass: once
+        return bool(COMPUTING_METHOD_WORDS & {word.lower() for word in name_words(callee.name)}) or any(
+            method.grad is GradMode.ENABLED and not owner.backpropagates(method) and self._runs_forward(method, 1)
+            for method in overrides)
 
     def _runs_forward(self, scope, depth: int) -> bool:
         """Does the function run a module call with grad enabled, itself or through the
@@ -3299,7 +3432,8 @@ class OperatorPredictor:  # a PDE operator of the network's output, differentiat
             inner_ctx.grad is GradMode.ENABLED and (
                 self._is_module_call(inner, inner_ctx) or self._runs_model_method(inner, inner_ctx)
                 or (callee is not None and callee is not scope and callee.grad is GradMode.ENABLED
-                    and self._runs_forward(callee, depth + 1))
+                    and (self._runs_forward(callee, depth + 1)
+                         or callee.owner.has_no_body(callee) and self._template_runs_forward(callee)))
             )
             for inner, inner_ctx, callee in self.analysis.scope_calls(scope)
         )
