@@ -285,6 +285,10 @@ class EvalWithoutNoGrad(Rule):
         "training loop: its graph is recorded every step for nothing"
     )
     MESSAGE = "`{call}` runs a forward pass in evaluation code with autograd enabled, keeping activations no backward pass will use"
+    THREAD_MESSAGE = (
+        "`{call}` runs with autograd enabled: `{target}` runs in a thread started under `no_grad()`, "
+        "and grad mode does not cross threads"
+    )
     DATA_ONLY_MESSAGE = (
         "`{call}` runs a forward pass with autograd enabled whose results are only read as data "
         "(`.detach()`, `.data`, `.item()`): the graph it records is never used"
@@ -1152,6 +1156,21 @@ def evaluate_ranking(model: Model, batches):
         ranks.append(scores.argmax(dim=1).cpu())
     return ranks
 """,
+        """\
+import threading
+
+
+class Speaker(nn.Module):
+    @torch.no_grad()
+    def stream(self, text, steps, frames):
+        def run():
+            latent = self.encoder(text)
+            for _ in range(steps):
+                latent = self.decoder(latent)  # expect: TL201
+                frames.put(latent)
+
+        threading.Thread(target=run, daemon=True).start()
+""",
     ]
     VALID = [
         """\
@@ -1773,11 +1792,40 @@ class VideoPredictor:  # its own `get_features`: its calls say nothing of the on
 
     def get_features(self, frame):
         return self.backbone(frame)
-""",    ]
+""",
+        """\
+import threading
+
+
+class Speaker(nn.Module):
+    @torch.no_grad()
+    def stream(self, text, steps, frames):
+        @torch.no_grad()  # the thread's own grad mode
+        def run():
+            latent = self.encoder(text)
+            for _ in range(steps):
+                latent = self.decoder(latent)
+                frames.put(latent)
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def train_in_background(self, batches, optimizer):
+        def run():
+            for x, y in batches:
+                loss = F.mse_loss(self.decoder(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        threading.Thread(target=run).start()
+""",
+    ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
         analysis = self.analysis
         scope = analysis.scopes.get(id(node))
+        if scope is not None and (analysis.may_contain("Thread(") or analysis.may_contain(".submit(")):
+            self._report_thread_targets(scope)
         if scope is None or scope.grad is not GradMode.ENABLED:
             return  # decorated with no_grad / inference_mode, or a Lightning eval hook
         if node.name.value == "forward" and self._is_module_method(scope):
@@ -1807,6 +1855,60 @@ class VideoPredictor:  # its own `get_features`: its calls say nothing of the on
             self.FIX.format(function=node.name.value),
             autofix=self._autofix(scope, regions, stmt),
         )
+
+    def _report_thread_targets(self, scope) -> None:
+        """``threading.Thread(target=run).start()`` (or ``executor.submit(run)``) where grad is
+        disabled: grad mode is thread-local, so ``run`` and what it calls record a graph. The
+        first forward pass it reaches, preferably one in a loop, is reported."""
+        analysis = self.analysis
+        for stmt, ctx in scope.statements:
+            if ctx.scope is not scope or ctx.grad is not GradMode.DISABLED:
+                continue
+            for call in analysis.calls_in(stmt):
+                target = _thread_target(call, analysis)
+                if target is None:
+                    continue
+                function = analysis.called_function(cst.Call(func=target), ctx)
+                if function is None or function.kind != "function" or function.grad is not GradMode.ENABLED:
+                    continue
+                found = self._thread_forward(function)
+                if found is not None:
+                    where, inner, _ = found
+                    self.report(where, self.THREAD_MESSAGE.format(call=self.code(inner, 50),
+                                                                 target=function.name),
+                                f"decorate `{function.name}` with `@torch.no_grad()` (grad mode does not cross threads)")
+
+    def _thread_forward(self, function, depth: int = 0, seen: frozenset = frozenset()):
+        """(statement, call, in a loop) of the forward pass a thread's function reaches with grad
+        enabled: the first one in a loop of it or of the functions of this file it calls (three
+        calls deep), else its first one; None if it reaches none. A call of a submodule or a
+        method of a model by evidence (``self.flow_lm.conditioner(x)``) counts here."""
+        analysis = self.analysis
+        if depth > 3 or id(function) in seen or function.owner is not analysis:
+            return None
+        seen = seen | {id(function)}
+        first = None
+        for stmt, ctx in function.statements:
+            if ctx.scope is not function or ctx.grad is not GradMode.ENABLED:
+                continue
+            looped = _repeats(ctx, analysis)
+            for call in analysis.calls_in(stmt):
+                callee = analysis.called_function(call, ctx)
+                inner = None
+                if callee is not None and callee.kind == "function" and callee.grad is GradMode.ENABLED \
+                        and not analysis.backpropagates(callee):
+                    inner = self._thread_forward(callee, depth + 1, seen)
+                direct = self._is_module_call(call, ctx) or self._runs_model_method(call, ctx) or (
+                    type(call.func) is cst.Attribute and self._model_part(call.func, ctx)
+                    and not NOT_FORWARD_METHOD_RE.match(call.func.attr.value))
+                if not direct and inner is None:
+                    continue
+                if looped:
+                    return stmt, call, True
+                if inner is not None and inner[2]:
+                    return inner
+                first = first or (stmt, call, False)
+        return first
 
     def check_module_scope(self, scope) -> None:
         """A script's or notebook's top level: ``model.eval()`` then a test loop."""
@@ -3598,6 +3700,20 @@ def _local_target(target) -> bool:
     if kind in (cst.Tuple, cst.List):
         return all(_local_target(element.value) for element in target.elements)
     return False
+
+
+def _thread_target(call, analysis):
+    """The function a call starts in another thread: ``Thread(target=f)``,
+    ``threading.Thread(target=self.run)``, ``executor.submit(f, ...)``; None otherwise."""
+    func = call.func
+    name = last_part(analysis.qualified_name(func) or dotted_name(func) or "")
+    if name == "Thread":
+        target = next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "target"), None)
+    elif name == "submit" and type(func) is cst.Attribute and call.args and call.args[0].keyword is None:
+        target = call.args[0].value
+    else:
+        return None
+    return target if type(target) in (cst.Name, cst.Attribute) else None
 
 
 def _repeats(ctx: Context, analysis) -> bool:
