@@ -147,6 +147,41 @@ class BayesianRegressor(nn.Module):
             with torch.no_grad():
                 val_loss = F.mse_loss(self.backbone(val_x), val_y)  # expect: TL204
 """,
+        """\
+class LinkPredictor(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.lin = nn.Linear(2 * d, 1)
+        self.dropout = nn.Dropout(0.5)
+
+    def forward(self, a, b):
+        return self.lin(self.dropout(torch.cat([a, b], -1)))
+
+
+def train(model, scorer, loader, optimizer):
+    model.train()
+    scorer.train()
+    for x, pairs in loader:
+        h = model(x)
+        loss = -scorer(h[pairs[0]], h[pairs[1]]).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+@torch.no_grad()
+def test(model, scorer, x, pairs):
+    model.eval()
+    h = model(x)
+    return scorer(h[pairs[0]], h[pairs[1]])  # expect: TL204
+
+
+def main(model, x, pairs, loader):
+    scorer = LinkPredictor(64)
+    optimizer = torch.optim.Adam(list(model.parameters()) + list(scorer.parameters()))
+    train(model, scorer, loader, optimizer)
+    return test(model, scorer, x, pairs)
+""",
     ]
     VALID = [
         """\
@@ -330,7 +365,8 @@ for x, y in loader:
                     continue
                 if any(arg.keyword is not None and arg.keyword.value in MODE_KEYWORDS for arg in call.args):
                     continue  # `model(x, training=False)`: the call says the mode itself
-                if not analysis.is_module(func, ctx) or self._in_training_step(ctx):
+                if not (analysis.is_module(func, ctx) or analysis.is_module_by_evidence(func, ctx)) \
+                        or self._in_training_step(ctx):
                     continue
                 if not self._in_training_mode(key, ctx, scope, own_only):
                     continue
