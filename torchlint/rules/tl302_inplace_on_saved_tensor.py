@@ -477,6 +477,16 @@ class ClipScore(nn.Module):
         text_features = text_features / text_features.norm(dim=-1, keepdim=True)
         return (image_features * text_features).sum(-1)
 """,
+        """\
+class SmoothedFocal(nn.Module):
+    def forward(self, logits, target):
+        log_preds = logits.log_softmax(dim=-1)
+        self.targets = torch.zeros_like(logits).scatter_(1, target.unsqueeze(1), 1)
+        targets = self.targets
+        weighted = log_preds.exp() * targets  # saves `targets`, the same tensor as `self.targets`
+        self.targets.mul_(0.9).add_(0.1 / logits.size(-1))  # expect: TL302
+        return -(self.targets * log_preds).sum(-1).mean() + weighted.mean()
+""",
     ]
     VALID = [
         """\
@@ -749,6 +759,17 @@ class Normalised(nn.Module):
         g = self.gate(x)
         g /= g.sum(dim=-1, keepdim=True)  # a sum saves nothing of its input
         return h * g
+""",
+        """\
+class SmoothedFocal(nn.Module):
+    def forward(self, logits, target):
+        log_preds = logits.log_softmax(dim=-1)
+        self.targets = torch.zeros_like(logits).scatter_(1, target.unsqueeze(1), 1)
+        targets = self.targets
+        targets = targets.clone()  # the product below saves the copy
+        weighted = log_preds.exp() * targets
+        self.targets.mul_(0.9).add_(0.1 / logits.size(-1))
+        return -(self.targets * log_preds).sum(-1).mean() + weighted.mean()
 """,
     ]
 
@@ -1352,21 +1373,45 @@ class Normalised(nn.Module):
                 and not self._tensor_by_evidence(base, ctx):
             return None  # `skips[1] = ...` may store into a list: only a tensor's item is a view
         origin = self._tensor_origin(key, ctx)
+        aliases = self._aliases(key, origin, ctx)
         for site, site_ctx in self._input_sites(scope):
             if site_ctx.order > ctx.order:
                 break
             own = site is node
             if (not own and site_ctx.order == ctx.order) or not analysis.grad_enabled(site_ctx):
                 continue
-            if not own and (self._tensor_origin(key, site_ctx) is not origin
-                            or analysis.exclusive_branches(site, node, scope)):
-                continue  # rebound in between (`x = x + 1`): the saved tensor is another one
-            for op, tensors_only in self._saving_input_ops(self._site_ops(site, site_ctx, own), key, site_ctx):
-                if type(node) is cst.AugAssign and not tensors_only and not self._is_tensor(base, ctx):
-                    continue  # `scale *= 0.9` on a number that multiplied a tensor
-                if self._result_still_needed(site, site_ctx, ctx, own):
-                    return op, own
+            if not own and analysis.exclusive_branches(site, node, scope):
+                continue
+            # the tensor under its own name (not rebound in between: `x = x + 1` makes another
+            # one) or under a name bound to it (`targets = self.targets`, then `xs * targets`)
+            names = [key] if own or self._tensor_origin(key, site_ctx) is origin else []
+            names += [alias for alias, binding in aliases if not own and analysis.lookup(alias, site_ctx) is binding]
+            for name in names:
+                for op, tensors_only in self._saving_input_ops(self._site_ops(site, site_ctx, own), name, site_ctx):
+                    if type(node) is cst.AugAssign and not tensors_only and not self._is_tensor(base, ctx):
+                        continue  # `scale *= 0.9` on a number that multiplied a tensor
+                    if self._result_still_needed(site, site_ctx, ctx, own):
+                        return op, own
         return None
+
+    def _aliases(self, key: str, origin, ctx: Context) -> list:
+        """(name, binding) of the plain names bound to the tensor ``key`` holds at ``ctx``
+        (``targets = self.targets_classes``) earlier in the same function."""
+        found = []
+        scope = ctx.scope
+        for stmt, stmt_ctx in scope.statements:
+            if stmt_ctx.order >= ctx.order:
+                break
+            if stmt_ctx.scope is not scope or type(stmt) is not cst.Assign or len(stmt.targets) != 1 \
+                    or type(stmt.targets[0].target) is not cst.Name or dotted_name(stmt.value) != key:
+                continue
+            if self._tensor_origin(key, stmt_ctx) is not origin:
+                continue  # the name held another tensor then
+            alias = stmt.targets[0].target.value
+            binding = next((b for b in scope.bindings.get(alias, ()) if b.ctx is stmt_ctx), None)
+            if binding is not None and alias != key:
+                found.append((alias, binding))
+        return found
 
     def _site_ops(self, site, site_ctx: Context, own: bool) -> list:
         """The input-saving ops of a statement (see ``_site_values``), each with its kind,
