@@ -156,6 +156,14 @@ class EvalWithoutNoGrad(Rule):
     evidence is a model (`infer(path, text, model)` after `model = load_model(ckpt)`), and so
     is a parameter named for a network copy (`target_actor`, `teacher_model`) that is called.
     Where a function has both a one-off forward and one in its own loop, the loop's is reported.
+    A function started in another thread (`threading.Thread(target=run)`, `executor.submit(run)`)
+    from code under `no_grad()` runs with grad enabled, since grad mode is thread-local: its
+    first forward pass in a loop (followed through the helpers of this file it calls) is
+    reported. A helper handed a submodule of a model (`avalanche_forward(self.model.backbone,
+    x, t)`) runs a forward pass; a parameter annotated with a project class (`model:
+    CrossEncoder`) runs that class's methods. In a file that imports GPyTorch or BoTorch,
+    `model.eval()` selects a Gaussian process's posterior, which acquisition functions
+    differentiate, and opens no evaluation region.
 
     Inference code is recognised by what it does as well as by its name: a function (also a
     wrapper's `__call__`, `act(obs)`, `sample_images()`) that runs a model with grad enabled,

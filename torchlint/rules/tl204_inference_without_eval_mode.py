@@ -28,7 +28,8 @@ class InferenceWithoutEvalMode(Rule):
     a decorated prediction function) on a model still in training mode. The model is one this
     file builds with a module class (`model = Net()`, `self.net = nn.Sequential(...)`,
     through `.to(device)` and the like) or receives as an argument from a caller in this
-    file that built one, and that is certainly in training mode at the call: the last mode
+    file that built one (also a parameter not named like a model, `scorer`, that every
+    caller fills with one), and that is certainly in training mode at the call: the last mode
     switch before it in the same function (itself or through a helper of this file) is a
     `.train()` followed by training (`backward()`, an optimizer step); or there is none, and
     the file only ever switches the model to `.train()` for training (a `train()` function

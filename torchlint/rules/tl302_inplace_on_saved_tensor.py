@@ -110,7 +110,8 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     comprehension runs (an FPN's `laterals[i - 1] += ...`).
     Saved inputs: addition and subtraction save nothing and a constant factor (`h * 2`)
     saves nothing either (measured), so neither is reported; the op and the change must be
-    in the same function with the tensor not rebound in between (`x = x.clone()`), a
+    in the same function with the tensor not rebound in between (`x = x.clone()`; a name
+    bound to it, `targets = self.targets`, saved as `xs * targets`, is the same tensor), a
     `backward()` between them spends the graph and ends the search, an augmented assignment
     on a name not known to hold a tensor (`alpha *= 0.9` after `h * alpha`) is not reported,
     layers are recognised only when bound to a `torch.nn` constructor (`self.norm =
