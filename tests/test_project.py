@@ -743,3 +743,47 @@ def test_an_override_that_a_base_class_in_another_module_runs_under_inference_mo
     # a base torchlint cannot read may run it with grad on: still reported
     assert [code for _, code in codes(tmp_path / "framework.py")] == ["TL201"]
 
+
+
+def test_a_module_of_another_framework_answers_no_pytorch_question(tmp_path):
+    # a TensorFlow driver: `agent.choose_action(obs)` runs a Keras model, not a PyTorch one
+    agent = """\
+        import tensorflow as tf
+        from tensorflow import keras
+
+        class ActorCritic(keras.Model):
+            def call(self, state):
+                return self.pi(self.fc(state))
+
+        class Agent:
+            def __init__(self):
+                self.actor_critic = ActorCritic()
+
+            def choose_action(self, observation):
+                probs = self.actor_critic(tf.convert_to_tensor([observation]))
+                return probs.numpy()[0].argmax()
+        """
+    driver = """\
+        import gym
+        from agent import Agent
+
+        agent = Agent()
+        env = gym.make("CartPole-v1")
+        for episode in range(100):
+            observation, done = env.reset(), False
+            while not done:
+                action = agent.choose_action(observation)
+                observation, reward, done, info = env.step(action)
+        """
+    write(tmp_path, {"agent.py": agent, "main.py": driver})
+    assert codes(tmp_path / "main.py") == []
+    # the same driver over a PyTorch agent is reported
+    torch_agent = agent.replace("import tensorflow as tf\n        from tensorflow import keras\n",
+                                "import torch\n        from torch import nn\n").replace(
+        "keras.Model", "nn.Module").replace("def call(", "def forward(").replace(
+        "tf.convert_to_tensor([observation])", "torch.tensor([observation])").replace(
+        "probs.numpy()", "probs.detach().numpy()")
+    other = tmp_path / "torch_version"
+    other.mkdir()
+    write(other, {"agent.py": torch_agent, "main.py": driver})
+    assert [code for _, code in codes(other / "main.py")] == ["TL201"]

@@ -247,10 +247,12 @@ class Project:
     @staticmethod
     def _analyse(path: str, read: _Read):
         from torchlint.analysis import Analysis
-        from torchlint.engine import decode_source, parse
+        from torchlint.engine import decode_source, may_use_pytorch, parse
 
         try:
             text = decode_source(read.data)
+            if not may_use_pytorch(text):
+                return None  # a Keras or JAX module: it answers no question about PyTorch code
             found = Analysis(parse(text), path, text)
         except Exception:  # another module's trouble (unparsable, too deep) never fails this file's lint
             return None

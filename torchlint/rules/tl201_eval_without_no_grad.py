@@ -1179,6 +1179,26 @@ class Speaker(nn.Module):
 
         threading.Thread(target=run, daemon=True).start()
 """,
+        """\
+def sample(netG, loader, gpus):
+    netG.eval()
+    images = []
+    for noise, text in loader:
+        fake = nn.parallel.data_parallel(netG, (noise, text), gpus)  # expect: TL201
+        images.append(fake.cpu())
+    return images
+""",
+        """\
+def sample_estimator(model, num_classes, train_loader):
+    model.eval()
+    means = [[] for _ in range(num_classes)]
+    for data, target in train_loader:
+        data = Variable(data.cuda(), volatile=True)
+        output, out_features = model.feature_list(data)  # expect: TL201
+        for i, label in enumerate(target):
+            means[label].append(out_features[-1][i].data.cpu())
+    return means
+""",
     ]
     VALID = [
         """\
@@ -1826,6 +1846,14 @@ class Speaker(nn.Module):
                 optimizer.step()
 
         threading.Thread(target=run).start()
+""",
+        """\
+def describe(model, loader):
+    model.eval()
+    sizes = []
+    for batch in loader:
+        sizes.append(model.get_feature_dim())  # a getter: no forward pass
+    return sizes
 """,
     ]
 
@@ -3468,7 +3496,10 @@ class Speaker(nn.Module):
         # a name that does not say it computes (`model.validation_step(batch)`; also `generate` and
         # `encode`, which Hugging Face's and sentence-transformers' run without grad): only a
         # project's method, read, counts
-        readable_only = not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES
+        # (`model.feature_list(x)`, `net.extract_features(x)`; not `get_feature_dim()`)
+        extracts = bool(words & FEATURE_WORDS) and not NOT_FORWARD_METHOD_RE.match(func.attr.value)
+        readable_only = not COMPUTING_METHOD_WORDS & words and func.attr.value.lower() not in COMPUTING_METHOD_NAMES \
+            and not extracts
         if words & {"register", "hook", "hooks", "noise"}:
             return False  # `layer.register_forward_hook(fn)`, `actor.sample_noise()` (new noisy-layer draws) run nothing
         methods = self._readable_methods(func, ctx)
@@ -3572,6 +3603,9 @@ class Speaker(nn.Module):
         target = call.func
         if type(target) is cst.Attribute and target.attr.value == "forward":
             target = target.value
+        if call.args and type(target) in (cst.Attribute, cst.Name) \
+                and self.analysis.qualified_name(target) in DATA_PARALLEL_FUNCTIONS:
+            target = call.args[0].value  # `nn.parallel.data_parallel(netG, inputs, gpus)` runs netG
         name = dotted_name(target.value if type(target) is cst.Subscript else target)
         if name is None or LOSS_NAME_RE.search(last_part(name)):
             return False
@@ -3708,6 +3742,11 @@ def _local_target(target) -> bool:
     if kind in (cst.Tuple, cst.List):
         return all(_local_target(element.value) for element in target.elements)
     return False
+
+
+# Words of a model's method that runs part of it to extract features.
+FEATURE_WORDS = frozenset({"feature", "features"})
+DATA_PARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
 
 
 def _thread_target(call, analysis):
