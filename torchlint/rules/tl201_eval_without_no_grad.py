@@ -131,7 +131,9 @@ class EvalWithoutNoGrad(Rule):
     function whose name says evaluation (`evaluate`, `evaluation`, `eval`, `validate`,
     `validation`, `valid`, `val`, `test`, `testing`, `predict`, `infer`, `inference` as a word of a
     snake_case or camelCase name), at a script's or notebook's top level too. Reported once
-    per function, at its first forward pass that repeats with grad enabled: inside a loop or
+    per function (at a script's top level, once per top-level block: a test every N steps
+    inside the training loop and the final test loop after it are two reports), at its first
+    forward pass that repeats with grad enabled: inside a loop or
     a comprehension, or anywhere in a function that runs once per batch (a framework's
     per-step hook such as skorch's `validation_step`, or a helper a loop of the module calls
     with grad enabled). A forward pass may sit behind a call: `self.infer(x)` runs one when
@@ -1199,6 +1201,27 @@ def sample_estimator(model, num_classes, train_loader):
             means[label].append(out_features[-1][i].data.cpu())
     return means
 """,
+        """\
+model = PointNetCls(k=num_classes)
+optimizer = torch.optim.Adam(model.parameters())
+for epoch in range(epochs):
+    for points, target in train_loader:
+        model = model.train()
+        loss = F.nll_loss(model(points), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    for points, target in test_loader:
+        model = model.eval()
+        pred = model(points)  # expect: TL201
+        print(pred.data.max(1)[1].eq(target).sum().item())
+
+total_correct = 0
+for points, target in test_loader:  # the final test, a block of its own
+    model = model.eval()
+    pred = model(points)  # expect: TL201
+    total_correct += pred.data.max(1)[1].eq(target).sum().item()
+""",
     ]
     VALID = [
         """\
@@ -1949,13 +1972,32 @@ def describe(model, loader):
     def check_module_scope(self, scope) -> None:
         """A script's or notebook's top level: ``model.eval()`` then a test loop."""
         regions = self._regions(scope)
-        found = self._first_forward(scope, regions, strict=scope._memo.get("tl201_strict", False)) if regions else None
-        if found is not None:
+        strict = scope._memo.get("tl201_strict", False)
+        found = self._first_forward(scope, regions, strict=strict) if regions else None
+        if found is None:
+            self._report_other_shapes(scope)
+            return
+        # a script's separate evaluation blocks (a test every N steps inside training, then the
+        # final test loop after it) are separate fixes: one report per top-level statement
+        starts = sorted(ctx.order for stmt, ctx in scope.statements if ctx.scope is scope and not ctx.loops
+                        and stmt in scope.node.body)
+        for _ in range(MAX_SCRIPT_REPORTS):
             stmt, call = found
             self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
                         autofix=self._autofix(scope, regions, stmt))
-        else:
-            self._report_other_shapes(scope)
+            order = self._order_of(scope, stmt)
+            following = next((start for start in starts if start > order), None)
+            if following is None:
+                return
+            regions = [(max(start, following - 1), end) for start, end in regions if end > following]
+            found = self._first_forward(scope, regions, strict=strict) if regions else None
+            if found is None:
+                return
+
+    @staticmethod
+    def _order_of(scope, stmt) -> int:
+        memo = scope._memo.setdefault("tl201_orders", {id(each): ctx.order for each, ctx in scope.statements})
+        return memo[id(stmt)]
 
     def _report_other_shapes(self, scope) -> None:
         """Where no evaluation region reports: the first of a shared loop run for evaluation, a
@@ -3746,6 +3788,8 @@ def _local_target(target) -> bool:
 
 # Words of a model's method that runs part of it to extract features.
 FEATURE_WORDS = frozenset({"feature", "features"})
+# At most this many evaluation blocks of one script's top level are reported.
+MAX_SCRIPT_REPORTS = 5
 DATA_PARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
 
 
