@@ -50,6 +50,8 @@ class ModuleQueries:
             return True
         if self.has_module_evidence(key, ctx):
             return True
+        if binding is not None and binding.kind == "param" and key == binding.key and self._handed_a_module(binding):
+            return True  # `make_img(loader, G, z)` called with `G = model.Generator()`
         if binding is not None and binding.kind in ("assign", "for"):
             memo = self._module_memo
             if id(binding) not in memo:

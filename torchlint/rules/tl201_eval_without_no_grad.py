@@ -1222,6 +1222,23 @@ for points, target in test_loader:  # the final test, a block of its own
     pred = model(points)  # expect: TL201
     total_correct += pred.data.max(1)[1].eq(target).sum().item()
 """,
+        """\
+def make_img(loader, G, z):
+    img, _ = next(iter(loader))
+    result = []
+    for i in range(img.size(0)):
+        for j in range(z.size(1)):
+            out = G(img[i].unsqueeze(0), z[i, j].unsqueeze(0))  # expect: TL201
+            result.append(out.data)
+    return result
+
+
+def main(args):
+    G = Generator(z_dim=8)  # every call hands make_img a module built here
+    G.load_state_dict(torch.load(args.weights))
+    G.eval()
+    save_image(make_img(val_loader, G, make_z(args)), args.out)
+""",
     ]
     VALID = [
         """\
