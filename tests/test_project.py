@@ -787,3 +787,47 @@ def test_a_module_of_another_framework_answers_no_pytorch_question(tmp_path):
     other.mkdir()
     write(other, {"agent.py": torch_agent, "main.py": driver})
     assert [code for _, code in codes(other / "main.py")] == ["TL201"]
+
+
+SASREC_UTILS = """\
+    import numpy as np
+
+
+    def evaluate(model, dataset, users):
+        hits = 0.0
+        for u in users:
+            seq, items = dataset[u]
+            predictions = -model.predict(np.array([u]), np.array([seq]), np.array(items))
+            hits += float(predictions[0].argsort().argsort()[0].item() < 10)
+        return hits / len(users)
+    """
+
+
+@pytest.mark.parametrize("importing", ["from utils import *", "from utils import evaluate"])
+def test_a_helper_whose_callers_in_another_module_hand_it_a_model(tmp_path, importing):
+    # utils.py never says `model` is a network; main.py, which calls it, does
+    write(tmp_path, {"utils.py": SASREC_UTILS, "main.py": f"""\
+        import torch
+        from model import SASRec
+        {importing}
+
+        model = SASRec(item_count=1000, hidden=50)
+        optimizer = torch.optim.Adam(model.parameters())
+        for epoch in range(200):
+            model.train()
+            train_one_epoch(model, optimizer)
+            model.eval()
+            print(evaluate(model, dataset, users))
+        """})
+    assert (8, "TL201") in codes(tmp_path / "utils.py")
+
+
+def test_a_helper_called_with_something_else_elsewhere_stays_unknown(tmp_path):
+    write(tmp_path, {"utils.py": SASREC_UTILS, "main.py": """\
+        from sklearn.linear_model import LogisticRegression
+        from utils import evaluate
+
+        model = LogisticRegression().fit(features, labels)
+        print(evaluate(model, dataset, users))
+        """})
+    assert codes(tmp_path / "utils.py") == []

@@ -3,6 +3,7 @@ scaler."""
 
 from __future__ import annotations
 
+import os
 import re
 
 from torchlint.analysis.arguments import passed_arguments
@@ -50,7 +51,8 @@ class ModuleQueries:
             return True
         if self.has_module_evidence(key, ctx):
             return True
-        if binding is not None and binding.kind == "param" and key == binding.key and self._handed_a_module(binding):
+        if binding is not None and binding.kind == "param" and key == binding.key \
+                and self._handed_a_module(binding, elsewhere=False):
             return True  # `make_img(loader, G, z)` called with `G = model.Generator()`
         if binding is not None and binding.kind in ("assign", "for"):
             memo = self._module_memo
@@ -183,21 +185,59 @@ class ModuleQueries:
             return self._local_class_is_module(name, set())
         return self._project_class_is_module(name) if name else False
 
-    def _handed_a_module(self, binding) -> bool:
+    def _handed_a_module(self, binding, elsewhere: bool = True) -> bool:
         """Does every call of the function in this module hand this parameter a module by evidence
-        (``infer(path, text, model)`` after ``model = load_model(ckpt)``)? Memoised; recursion
+        (``infer(path, text, model)`` after ``model = load_model(ckpt)``), or, when this module
+        never calls it and ``elsewhere`` is set, every call in the modules that import it?
+        Memoised; recursion
         (a caller's own parameter asked again) resolves to no."""
         memo = self._module_memo
-        key = ("handed", id(binding))
+        key = ("handed", id(binding), elsewhere)
         if key in memo:
             return memo[key]
         memo[key] = False
         function = binding.ctx.scope
         calls = self.callers_of(function) if function.kind == "function" else []
+        if not calls:  # (`elsewhere`: then ask the modules that import it)
+            memo[key] = elsewhere and self._handed_a_module_elsewhere(function, binding.key)
+            return memo[key]
         arguments = [(passed_arguments(call, function).get(binding.key), ctx) for call, ctx in calls]
         memo[key] = bool(arguments) and all(
             argument is not None and self.is_module_by_evidence(argument, ctx) for argument, ctx in arguments)
         return memo[key]
+
+    def _handed_a_module_elsewhere(self, function, name: str) -> bool:
+        """For a module-level function this module never calls (`evaluate(model, data)` in
+        ``utils.py``): do the project modules that import and call it all hand the parameter
+        ``name`` a module by evidence (``main.py``: ``model = SASRec(...)``, ``model.eval()``,
+        ``evaluate(model, dataset)``)?"""
+        if not self.path or self.path.startswith("<") or function.parent is not self.module_scope:
+            return False
+        here = os.path.abspath(self.path)
+        stem = os.path.splitext(os.path.basename(here))[0]
+        found = False
+        for importer in project().importers(here, function.name):
+            star = f"from {stem} import *" in (importer.source or "")
+            for caller in [importer.module_scope, *importer.scopes.values()]:
+                if caller.kind == "class":
+                    continue
+                for stmt, ctx in caller.statements:
+                    if ctx.scope is not caller:
+                        continue
+                    for call in importer.calls_in(stmt):
+                        if call_name(call) != function.name:
+                            continue
+                        callee = importer.called_function(call, ctx)
+                        if callee is not None:
+                            if callee.name != function.name or os.path.abspath(callee.owner.path or "") != here:
+                                continue
+                        elif not (star and type(call.func) is cst.Name and importer.lookup(function.name, ctx) is None):
+                            continue
+                        argument = passed_arguments(call, callee or function).get(name)
+                        if argument is None or not importer.is_module_by_evidence(argument, ctx):
+                            return False
+                        found = True
+        return found
 
     def _annotated_module(self, binding) -> bool:
         """A parameter annotated with a module class: ``model: nn.Module``, ``model: Model``

@@ -26,6 +26,13 @@ from collections import OrderedDict
 MAX_MODULES = 64
 MAX_HOPS = 3
 LOCATE_SECONDS = 5.0  # how long where an import leads is remembered
+MAX_IMPORTERS = 4  # modules read to learn what a helper's callers hand it
+MAX_SCANNED_FILES = 2000  # files of a project looked at for those callers
+INDEX_SECONDS = 30.0  # how long a project's index of calls and imports is remembered
+CALLED_NAME_RE = re.compile(r"(\w+)\s*\(")
+IMPORT_LINE_RE = re.compile(r"^[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]+.*$", re.M)
+WORD_RE = re.compile(r"\w+")
+SKIPPED_FOLDERS = frozenset({"venv", "env", "site-packages", "node_modules", "build", "dist", "__pycache__"})
 # A module analysed for another file's questions: helpers and models of user code are small; a
 # library's core module over this size costs more than its answers are worth (measured on timm:
 # with no limit the index added 60% to a cold run, with this one 16%).
@@ -76,6 +83,7 @@ class Project:
         self._mentions: dict[tuple, tuple] = {}  # mentions' answers while one file is linted
         self._mentions_for: dict | None = None  # the ``consulted`` record they were read for
         self._indexes: dict[str, tuple] = {}
+        self._listings: dict[tuple, tuple] = {}
         # the modules read for the file being linted: path -> (sha256, mtime_ns, size) as read
         self.consulted: dict[str, tuple[str, int, int]] = {}
 
@@ -203,6 +211,70 @@ class Project:
                 if path is not None and os.path.abspath(path) != os.path.abspath(importer):
                     return path, parts[size:]
         return None
+
+    # ------------------------------------------------------------------ modules that import one
+
+    def importers(self, path: str, name: str) -> list:
+        """Analyses of the project modules that import the module ``path`` and call ``name``
+        (their text calls ``name(`` and imports a module of that name), at most
+        ``MAX_IMPORTERS``: where a helper's arguments come from. A module with no project
+        marker above it is searched for in its own directory only."""
+        path = os.path.abspath(path)
+        directory = os.path.dirname(path)
+        stem = os.path.splitext(os.path.basename(path))[0]
+        if stem == "__init__":
+            stem = os.path.basename(directory)
+        root = self._root(directory)
+        found = []
+        for candidate, called, imported in self._call_index(root if root is not None else directory, root is not None):
+            if name not in called or stem not in imported or candidate == path:
+                continue
+            analysis = self.analysis(candidate)
+            if analysis is not None:
+                found.append(analysis)
+                if len(found) >= MAX_IMPORTERS:
+                    break
+        return found
+
+    def _call_index(self, base: str, recursive: bool) -> list[tuple[str, frozenset, frozenset]]:
+        """For each ``.py`` file under ``base`` (hidden, virtualenv and build folders skipped; at
+        most ``MAX_SCANNED_FILES``): the names it calls and the module names its imports
+        mention. Built from the files' text, remembered for ``INDEX_SECONDS``."""
+        key = (base, recursive)
+        now = time.monotonic()
+        known = self._listings.get(key)
+        if known is not None and now - known[0] < INDEX_SECONDS:
+            return known[1]
+        entries = []
+        for current, folders, names in os.walk(base):
+            folders[:] = sorted(folder for folder in folders if not folder.startswith(".")
+                                and folder not in SKIPPED_FOLDERS) if recursive else []
+            for file_name in sorted(names):
+                if not file_name.endswith(".py"):
+                    continue
+                file_path = os.path.join(current, file_name)
+                text = self._peek(file_path)
+                if text is None or "import" not in text:
+                    continue
+                imported = frozenset(word for line in IMPORT_LINE_RE.findall(text) for word in WORD_RE.findall(line))
+                entries.append((file_path, frozenset(CALLED_NAME_RE.findall(text)), imported))
+            if len(entries) >= MAX_SCANNED_FILES:
+                break
+        self._listings[key] = (now, entries)
+        return entries
+
+    def _peek(self, path: str) -> str | None:
+        """A module's text, read without making it a dependency of the file being linted."""
+        read = self._reads.get(path)
+        if read is not None:
+            return read.text
+        try:
+            if os.path.getsize(path) > MAX_TEXT_BYTES:
+                return None
+            with open(path, "rb") as handle:
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return None
 
     # ------------------------------------------------------------------ analyses
 
