@@ -1239,6 +1239,25 @@ def main(args):
     G.eval()
     save_image(make_img(val_loader, G, make_z(args)), args.out)
 """,
+        """\
+class Solver:
+    def __init__(self):
+        self.g12 = G12(conv_dim=64)
+        self.optimizer = optim.Adam(self.g12.parameters())
+
+    def to_data(self, x):
+        return x.cpu().data.numpy()
+
+    def train(self, loader, fixed_mnist):
+        for step, (mnist, svhn) in enumerate(loader):
+            loss = self.d_loss(mnist, svhn) + self.g_loss(mnist, svhn)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            if (step + 1) % self.sample_step == 0:
+                fake_svhn = self.g12(fixed_mnist)  # expect: TL201
+                save_grid(self.to_data(fake_svhn), f"sample-{step + 1}.png")
+""",
     ]
     VALID = [
         """\
@@ -2482,8 +2501,8 @@ def describe(model, loader):
                 if forward_call is not None:  # `out = G(z)`, `save_grid(G(z), path)`; not a bare `G(z)`
                     forward = stmt, forward_call
             if not converts:
-                converts = any(call_name(call) in DETACHING_METHODS for call in calls) or \
-                    self._reads_data_of_attached(stmt, ctx)
+                converts = any(call_name(call) in DETACHING_METHODS or self._data_helper(call, ctx) for call in calls) \
+                    or self._reads_data_of_attached(stmt, ctx)
             if self._lets_graph_out(stmt, ctx, calls):
                 return None
         if forward is None or not (converts or type(forward[0]) is cst.Expr):
@@ -2494,6 +2513,16 @@ def describe(model, loader):
         if keys & self.analysis.backpropagated_keys(block[0][1].scope) and self._read_after(keys, block):
             return None  # what it computes goes into a loss later
         return forward
+
+    def _data_helper(self, call, ctx: Context) -> bool:
+        """``self.to_data(fake)``: a function of the project, handed an attached tensor, that
+        returns values none of which is attached (``x.data.numpy()``) and trains nothing."""
+        analysis = self.analysis
+        if not call.args or not any(analysis.is_attached(arg.value, ctx) for arg in call.args):
+            return False
+        callee = analysis.called_function(call, ctx)
+        return callee is not None and callee.kind == "function" and callee.owner.returns_attached(callee) is None \
+            and bool(callee.owner.returned_return_values(callee)) and not callee.owner.backpropagates(callee)
 
     def _read_after(self, keys: set, block) -> bool:
         """Is one of ``keys`` read after the block, in its loop, before the loop binds it again?
