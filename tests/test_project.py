@@ -831,3 +831,42 @@ def test_a_helper_called_with_something_else_elsewhere_stays_unknown(tmp_path):
         print(evaluate(model, dataset, users))
         """})
     assert codes(tmp_path / "utils.py") == []
+
+
+def test_a_function_its_own_main_runs_under_no_grad_but_a_training_script_does_not(tmp_path):
+    predict = """\
+        import torch
+
+        def predict(model, batches):
+            model.eval()
+            labels = []
+            for x in batches:
+                labels.append(model(x).argmax(-1).tolist())
+            return labels
+
+        if __name__ == "__main__":
+            model = torch.load("model.pt")
+            with torch.no_grad():
+                print(predict(model, load_batches()))
+        """
+    train = """\
+        import torch
+        from predict import predict
+
+        def train(model, loader, dev_batches, optimizer):
+            for step, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if step % 100 == 0:
+                    print(predict(model, dev_batches))
+                    model.train()
+        """
+    write(tmp_path, {"predict.py": predict, "train.py": train})
+    assert (7, "TL201") in codes(tmp_path / "predict.py")
+    quiet = tmp_path / "quiet"  # the training script evaluates under no_grad too
+    quiet.mkdir()
+    write(quiet, {"predict.py": predict, "train.py": train.replace(
+        "print(predict(model, dev_batches))", "with torch.no_grad():\n                        print(predict(model, dev_batches))")})
+    assert codes(quiet / "predict.py") == []
