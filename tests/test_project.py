@@ -705,6 +705,19 @@ def test_a_package_without_project_markers_resolves_its_absolute_imports(tmp_pat
     assert (10, "TL201") in codes(site / "pkg" / "training" / "supervised" / "strategy.py")
 
 
+PREDICTOR = """\
+    from {source} import {base}
+
+    class Predictor({base}):
+        def inference(self, im):
+            return self.prompt_inference(im)
+
+        def prompt_inference(self, im):
+            self.model.eval()
+            return [self.model(crop).cpu() for crop in im.split(64)]
+    """
+
+
 def test_an_override_that_a_base_class_in_another_module_runs_under_inference_mode(tmp_path):
     write(tmp_path, {
         "engine.py": """\
@@ -716,28 +729,8 @@ def test_an_override_that_a_base_class_in_another_module_runs_under_inference_mo
                     for batch in source:
                         yield self.inference(batch)
             """,
-        "predict.py": """\
-            from engine import BasePredictor
-
-            class Predictor(BasePredictor):
-                def inference(self, im):
-                    return self.prompt_inference(im)
-
-                def prompt_inference(self, im):
-                    self.model.eval()
-                    return [self.model(crop).cpu() for crop in im.split(64)]
-            """,
-        "framework.py": """\
-            from torchvision_like import Base
-
-            class Predictor(Base):
-                def inference(self, im):
-                    return self.prompt_inference(im)
-
-                def prompt_inference(self, im):
-                    self.model.eval()
-                    return [self.model(crop).cpu() for crop in im.split(64)]
-            """,
+        "predict.py": PREDICTOR.format(source="engine", base="BasePredictor"),
+        "framework.py": PREDICTOR.format(source="torchvision_like", base="Base"),
     })
     assert codes(tmp_path / "predict.py") == []
     # a base torchlint cannot read may run it with grad on: still reported

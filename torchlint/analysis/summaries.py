@@ -395,20 +395,28 @@ class SummaryQueries:
         """May a base class call the method ``name`` on its own: a base outside the project
         (a framework's, other than ``nn.Module`` and ``object``), or a project base class
         (in this module or another) whose methods call ``self.name(...)``?"""
+        for base_scope in self._bases_to_ask(class_scope, seen):
+            if base_scope is None:
+                return True
+            if self.calls_own_method(base_scope, name) or self.bases_may_call(base_scope, name, seen):
+                return True
+        return False
+
+    def _bases_to_ask(self, class_scope: Scope, seen: set):
+        """The class scope of each base of the class other than ``nn.Module`` and ``object``
+        (``Generic[T]`` read as ``Generic``) not in ``seen`` (which it joins), or None for a base
+        torchlint cannot read."""
         for base in class_scope.node.bases:
-            expr = base.value.value if type(base.value) is cst.Subscript else base.value  # Generic[T]
+            expr = base.value.value if type(base.value) is cst.Subscript else base.value
             base_name = dotted_name(expr) or ""
             if base_name in NEUTRAL_BASES or (self.qualified_name(expr) or "") in NEUTRAL_BASES:
                 continue
             base_scope = self.class_named(expr)
-            if base_scope is None:
-                return True
-            if id(base_scope) in seen:
-                continue
-            seen.add(id(base_scope))
-            if self.calls_own_method(base_scope, name) or self.bases_may_call(base_scope, name, seen):
-                return True
-        return False
+            if base_scope is not None:
+                if id(base_scope) in seen:
+                    continue
+                seen.add(id(base_scope))
+            yield base_scope
 
     @in_owner
     def bases_call_without_grad(self, class_scope: Scope, name: str, seen: set) -> bool | None:
@@ -417,17 +425,9 @@ class SummaryQueries:
         None when no base calls it; False when one calls it with grad, or a base is a
         framework's class, whose calls torchlint cannot see."""
         found = None
-        for base in class_scope.node.bases:
-            expr = base.value.value if type(base.value) is cst.Subscript else base.value
-            base_name = dotted_name(expr) or ""
-            if base_name in NEUTRAL_BASES or (self.qualified_name(expr) or "") in NEUTRAL_BASES:
-                continue
-            base_scope = self.class_named(expr)
+        for base_scope in self._bases_to_ask(class_scope, seen):
             if base_scope is None:
                 return False
-            if id(base_scope) in seen:
-                continue
-            seen.add(id(base_scope))
             owner = base_scope.owner
             own = owner.own_method_calls(base_scope, name)
             answer = all(own) if own else owner.bases_call_without_grad(base_scope, name, seen)
