@@ -7,7 +7,6 @@ from __future__ import annotations
 from torchlint.lazy import cst
 from torchlint.analysis.vocabulary import GradMode
 from torchlint.analysis.scopes import Context, Scope
-from torchlint.analysis.syntax import call_name
 
 
 class GradModeQueries:
@@ -78,27 +77,11 @@ class GradModeQueries:
         """Does a project module that imports this module-level function call it with grad
         enabled (``train.py`` calling ``predict(model, batches)`` in its evaluation every N
         steps, where ``predict.py``'s own ``__main__`` wraps it in ``no_grad``)?"""
-        if scope.parent is not self.module_scope or not self.path or self.path.startswith("<"):
-            return False
-        import os
-
-        from torchlint.analysis.project import project
-
-        here = os.path.abspath(self.path)
-        for importer in project().importers(here, scope.name):
-            for stmt_list in importer.statements_by_type.values():
-                for stmt, ctx in stmt_list:
-                    if ctx.grad is not GradMode.ENABLED:
-                        continue
-                    for call in importer.calls_in(stmt):
-                        if call_name(call) != scope.name:
-                            continue
-                        callee = importer.called_function(call, ctx)
-                        if callee is None or callee.name != scope.name or os.path.abspath(callee.owner.path or "") != here:
-                            continue
-                        if not (ctx.scope.kind == "function" and importer.all_calls_grad_disabled(ctx.scope)):
-                            return True
-        return False
+        return any(
+            callee is not None and ctx.grad is GradMode.ENABLED
+            and not (ctx.scope.kind == "function" and importer.all_calls_grad_disabled(ctx.scope))
+            for importer, _, ctx, callee in self.calls_from_importers(scope)
+        )
 
     def _related_classes(self, caller_class, own_class) -> bool:
         """Can ``self`` in a method of ``caller_class`` be an instance of ``own_class``: the same

@@ -3,7 +3,6 @@ scaler."""
 
 from __future__ import annotations
 
-import os
 import re
 
 from torchlint.analysis.arguments import passed_arguments
@@ -211,32 +210,12 @@ class ModuleQueries:
         ``utils.py``): do the project modules that import and call it all hand the parameter
         ``name`` a module by evidence (``main.py``: ``model = SASRec(...)``, ``model.eval()``,
         ``evaluate(model, dataset)``)?"""
-        if not self.path or self.path.startswith("<") or function.parent is not self.module_scope:
-            return False
-        here = os.path.abspath(self.path)
-        stem = os.path.splitext(os.path.basename(here))[0]
         found = False
-        for importer in project().importers(here, function.name):
-            star = f"from {stem} import *" in (importer.source or "")
-            for caller in [importer.module_scope, *importer.scopes.values()]:
-                if caller.kind == "class":
-                    continue
-                for stmt, ctx in caller.statements:
-                    if ctx.scope is not caller:
-                        continue
-                    for call in importer.calls_in(stmt):
-                        if call_name(call) != function.name:
-                            continue
-                        callee = importer.called_function(call, ctx)
-                        if callee is not None:
-                            if callee.name != function.name or os.path.abspath(callee.owner.path or "") != here:
-                                continue
-                        elif not (star and type(call.func) is cst.Name and importer.lookup(function.name, ctx) is None):
-                            continue
-                        argument = passed_arguments(call, callee or function).get(name)
-                        if argument is None or not importer.is_module_by_evidence(argument, ctx):
-                            return False
-                        found = True
+        for importer, call, ctx, callee in self.calls_from_importers(function):
+            argument = passed_arguments(call, callee or function).get(name)
+            if argument is None or not importer.is_module_by_evidence(argument, ctx):
+                return False
+            found = True
         return found
 
     def _annotated_module(self, binding) -> bool:

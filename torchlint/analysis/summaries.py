@@ -16,6 +16,7 @@ inside of a loop: a list in ``self`` that ``training_step`` appends to outlives 
 from __future__ import annotations
 
 import functools
+import os
 
 from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.project import project
@@ -442,11 +443,7 @@ class SummaryQueries:
         context, or by every caller of the method that makes it)?"""
         return [
             ctx.grad is GradMode.DISABLED or (ctx.grad is GradMode.ENABLED and self.all_calls_grad_disabled(method))
-            for method in self.scopes.values() if method.kind == "function" and method.class_scope is class_scope
-            for stmt, ctx in method.statements if ctx.scope is method
-            for call in self.calls_in(stmt)
-            if type(call.func) is cst.Attribute and call.func.attr.value == name
-            and type(call.func.value) is cst.Name and call.func.value.value == "self"
+            for method, ctx in self._self_calls(class_scope, name)
         ]
 
     @in_owner
@@ -454,14 +451,44 @@ class SummaryQueries:
         """Does a method of the class call ``self.name(...)`` with grad disabled? (A base
         class's ``__call__`` that calls ``self.infer(x)`` with grad on leaves the mode as it is:
         the override is not run under a mode torchlint cannot see.)"""
-        return any(
-            type(call.func) is cst.Attribute and call.func.attr.value == name
-            and type(call.func.value) is cst.Name and call.func.value.value == "self"
-            and ctx.grad is not GradMode.ENABLED
-            for method in self.scopes.values() if method.kind == "function" and method.class_scope is class_scope
-            for stmt, ctx in method.statements if ctx.scope is method
-            for call in self.calls_in(stmt)
-        )
+        return any(ctx.grad is not GradMode.ENABLED for _, ctx in self._self_calls(class_scope, name))
+
+    def _self_calls(self, class_scope: Scope, name: str):
+        """(method, context) of each ``self.name(...)`` in the methods of the class."""
+        for method in self.scopes.values():
+            if method.kind != "function" or method.class_scope is not class_scope:
+                continue
+            for stmt, ctx in method.statements:
+                if ctx.scope is not method:
+                    continue
+                for call in self.calls_in(stmt):
+                    func = call.func
+                    if type(func) is cst.Attribute and func.attr.value == name \
+                            and type(func.value) is cst.Name and func.value.value == "self":
+                        yield method, ctx
+
+    def calls_from_importers(self, function: Scope):
+        """(importer, call, context, callee) for each call of ``function``, a module-level
+        function of this module, in the project modules that import it (``Project.importers``);
+        ``callee`` is None for a call through ``from module import *``."""
+        if not self.path or self.path.startswith("<") or function.parent is not self.module_scope:
+            return
+        here = os.path.abspath(self.path)
+        stem = os.path.splitext(os.path.basename(here))[0]
+        for importer in project().importers(here, function.name):
+            star = f"from {stem} import *" in (importer.source or "")
+            for statements in importer.statements_by_type.values():
+                for stmt, ctx in statements:
+                    for call in importer.calls_in(stmt):
+                        if call_name(call) != function.name:
+                            continue
+                        callee = importer.called_function(call, ctx)
+                        if callee is not None:
+                            if callee.name != function.name or os.path.abspath(callee.owner.path or "") != here:
+                                continue
+                        elif not (star and type(call.func) is cst.Name and importer.lookup(function.name, ctx) is None):
+                            continue
+                        yield importer, call, ctx, callee
 
     # ------------------------------------------------------------------ summaries
 

@@ -2015,8 +2015,8 @@ def describe(model, loader):
             return
         # a script's separate evaluation blocks (a test every N steps inside training, then the
         # final test loop after it) are separate fixes: one report per top-level statement
-        starts = sorted(ctx.order for stmt, ctx in scope.statements if ctx.scope is scope and not ctx.loops
-                        and stmt in scope.node.body)
+        top_level = {id(stmt) for stmt in scope.node.body}
+        starts = sorted(ctx.order for stmt, ctx in scope.statements if id(stmt) in top_level)
         for _ in range(MAX_SCRIPT_REPORTS):
             stmt, call = found
             self.report(stmt, self.MESSAGE.format(call=self.code(call, 50)), MODULE_LEVEL_FIX,
