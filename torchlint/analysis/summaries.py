@@ -455,17 +455,22 @@ class SummaryQueries:
 
     def _self_calls(self, class_scope: Scope, name: str):
         """(method, context) of each ``self.name(...)`` in the methods of the class."""
+        for method, ctx, call in self.class_calls(class_scope):
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value == name \
+                    and type(func.value) is cst.Name and func.value.value == "self":
+                yield method, ctx
+
+    def class_calls(self, class_scope: Scope):
+        """(method, context, call) of every call in the methods of the class (their own
+        statements, not nested functions')."""
         for method in self.scopes.values():
             if method.kind != "function" or method.class_scope is not class_scope:
                 continue
             for stmt, ctx in method.statements:
-                if ctx.scope is not method:
-                    continue
-                for call in self.calls_in(stmt):
-                    func = call.func
-                    if type(func) is cst.Attribute and func.attr.value == name \
-                            and type(func.value) is cst.Name and func.value.value == "self":
-                        yield method, ctx
+                if ctx.scope is method:
+                    for call in self.calls_in(stmt):
+                        yield method, ctx, call
 
     def calls_from_importers(self, function: Scope):
         """(importer, call, context, callee) for each call of ``function``, a module-level

@@ -644,16 +644,10 @@ def train(agent, env, steps):
     def _class_optimizer_of(self, class_scope, key: str) -> str | None:
         """The code of an optimizer the class steps that was built over ``key``'s parameters."""
         analysis = self.analysis
-        for method in analysis.scopes.values():
-            if method.kind != "function" or method.class_scope is not class_scope:
-                continue
-            for stmt, ctx in method.statements:
-                if ctx.scope is not method:
-                    continue
-                for call in analysis.calls_in(stmt):
-                    optimizer = analysis.stepped_optimizer(call, ctx)
-                    if optimizer is not None and analysis.optimizes(optimizer, ctx, key):
-                        return self.code(optimizer, 40)
+        for _, ctx, call in analysis.class_calls(class_scope):
+            optimizer = analysis.stepped_optimizer(call, ctx)
+            if optimizer is not None and analysis.optimizes(optimizer, ctx, key):
+                return self.code(optimizer, 40)
         return None
 
     def visit_For(self, node, ctx: Context) -> None:
