@@ -132,27 +132,19 @@ class Project:
         directory = os.path.dirname(os.path.abspath(importer))
         root = self._root(directory)
         found = []
-        current = directory
-        while True:
+        for current in _ancestors(directory):
             found.append(current)
             if current == root or len(found) > 8:
                 break
-            parent = os.path.dirname(current)
-            if parent == current:
-                break
-            current = parent
         if root is not None and os.path.isdir(os.path.join(root, "src")):
             found.append(os.path.join(root, "src"))
         if root is not None:
             return found
         # no project marker (an unpacked wheel, a copied folder): the directory that holds the
         # top-level package of the importer, as Python's own import path would have it
-        top = directory
-        while self._is_file(os.path.join(top, "__init__.py")):
-            parent = os.path.dirname(top)
-            if parent == top:
+        for top in _ancestors(directory):
+            if not self._is_file(os.path.join(top, "__init__.py")):
                 break
-            top = parent
         return found[:2] if top in found[:2] else [*found[:2], top]
 
     def locate(self, importer: str, target: str) -> tuple[str, list[str]] | None:
@@ -498,6 +490,16 @@ class Project:
         if target is None or len(attributes) != 1:
             return None
         return target.module_definition(attributes[0], hops + 1)
+
+
+def _ancestors(directory: str):
+    """The directory, its parent, and so on up to the filesystem's root."""
+    while True:
+        yield directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return
+        directory = parent
 
 
 _PROJECT = Project()
