@@ -84,3 +84,51 @@ def test_a_parameter_every_call_fills_with_a_module(function, parameter, expecte
     scope = next(s for s in analysis.scopes.values() if s.name == function)
     stmt, ctx = next((stmt, ctx) for stmt, ctx in scope.statements if ctx.scope is scope)
     assert analysis.is_module_by_evidence(cst.Name(parameter), ctx) is expected
+
+
+CONSTRUCTED = """\
+import torch.nn as nn
+
+
+class Residual(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x) + x
+
+
+class Gate(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x) * x
+
+
+class Net(nn.Module):
+    def __init__(self, dim, activation):
+        super().__init__()
+        self.blocks = nn.Sequential(Residual(nn.Linear(dim, dim)), Residual(Block(dim)))
+        self.gates = [Gate(nn.Linear(dim, dim)), Gate(activation)]
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        return x
+"""
+
+
+@pytest.mark.parametrize(("class_name", "expected"), [
+    ("Residual", True),  # every construction hands `fn` a module
+    ("Gate", False),  # one construction hands it a parameter nothing says is a module
+])
+def test_an_attribute_every_construction_fills_with_a_module(class_name, expected):
+    analysis = Analysis(cst.parse_module(CONSTRUCTED), "constructed.py", CONSTRUCTED)
+    forward = next(s for s in analysis.scopes.values() if s.name == "forward" and s.parent.name == class_name)
+    stmt, ctx = next((stmt, ctx) for stmt, ctx in forward.statements if ctx.scope is forward)
+    fn = cst.parse_expression("self.fn")
+    assert analysis.is_module_by_evidence(fn, ctx) is expected
+    assert analysis.is_module(fn, ctx) is expected

@@ -30,8 +30,9 @@ class GradModeQueries:
             return self._callers_memo[memo_key]
         self._callers_memo[memo_key] = False  # recursion guard
         if self.source is not None and self.source.count(f"{name}(") <= self.source.count(f"def {name}(") \
-                and not (is_method and scope.parent.node.bases):
-            return False  # its name is never followed by "(" but in its definitions: no caller here
+                and not (is_method and scope.parent.node.bases) \
+                and self.source.count(name) <= self.source.count(f"def {name}("):
+            return False  # its name appears only in its definitions: no caller here
         found = False
         disabled = True
         own_class = scope.parent if is_method else None
@@ -62,6 +63,7 @@ class GradModeQueries:
         index = self.module_scope._memo.get("calls_by_name")
         if index is None:
             index = self.module_scope._memo["calls_by_name"] = {}
+            functions = {scope.name for scope in self.scopes.values() if scope.kind == "function"}
             for stmt_list in self.statements_by_type.values():
                 for stmt, ctx in stmt_list:
                     for call in self.calls_in(stmt):
@@ -71,6 +73,15 @@ class GradModeQueries:
                             index.setdefault((func.attr.value, True), []).append((ctx, on_self))
                         elif type(func) is cst.Name:
                             index.setdefault((func.value, False), []).append((ctx, False))
+                        # a function handed over to be called back (`self.operate(self._match, q)`,
+                        # `pool.map(score, batches)`) runs, as far as this module shows, where it is handed over
+                        for arg in call.args:
+                            value = arg.value
+                            if type(value) is cst.Attribute and value.attr.value in functions \
+                                    and type(value.value) is cst.Name and value.value.value == "self":
+                                index.setdefault((value.attr.value, True), []).append((ctx, True))
+                            elif type(value) is cst.Name and value.value in functions:
+                                index.setdefault((value.value, False), []).append((ctx, False))
         return index
 
     def _called_with_grad_elsewhere(self, scope: Scope) -> bool:

@@ -157,6 +157,8 @@ class ModuleQueries:
         if binding is None or binding.kind != "assign" or binding.element:
             return False
         value = strip_pass_through(binding.value)
+        if type(value) is cst.Name and key.startswith("self.") and binding.ctx.scope.name == "__init__":
+            return self.is_module_by_evidence(value, binding.ctx)  # `self.fn = fn`: what constructions hand it
         if type(value) is not cst.Call and dotted_name(value) == key:
             # `self.model = self.model.to(device)`, `net = net.to(device)`: what it was built as before
             if key.startswith("self.") and ctx.scope.class_scope is not None:
@@ -197,6 +199,10 @@ class ModuleQueries:
         memo[key] = False
         function = binding.ctx.scope
         calls = self.callers_of(function) if function.kind == "function" else []
+        if not calls and function.name == "__init__":  # `ResidualAdd(nn.Sequential(...))`
+            arguments = self.constructor_arguments(binding, binding.key) or ()
+            memo[key] = bool(arguments) and all(self._module_value(argument, ctx) for argument, ctx in arguments)
+            return memo[key]
         if not calls:  # (`elsewhere`: then ask the modules that import it)
             memo[key] = elsewhere and self._handed_a_module_elsewhere(function, binding.key)
             return memo[key]
@@ -204,6 +210,54 @@ class ModuleQueries:
         memo[key] = bool(arguments) and all(
             argument is not None and self.is_module_by_evidence(argument, ctx) for argument, ctx in arguments)
         return memo[key]
+
+    def constructor_arguments(self, binding, name: str) -> list | None:
+        """(argument, context) of the ``__init__`` parameter ``name`` at every construction of
+        its class in this module (``ResidualAdd(nn.Sequential(...))`` for ``self.fn = fn``), or
+        None: ``binding`` is not in an ``__init__``, ``name`` is not its parameter, the module
+        never constructs the class, or a construction leaves the parameter unknown."""
+        init = binding.ctx.scope
+        if init.kind != "function" or init.name != "__init__" or init.parent is None or init.parent.kind != "class":
+            return None
+        if not any(b.kind == "param" for b in init.bindings.get(name, ())):
+            return None
+        memo = self._module_memo
+        key = ("constructed", id(init), name)
+        if key not in memo:
+            memo[key] = None
+            found = []
+            for call, ctx in self.constructions(init.parent.name):
+                argument = passed_arguments(call, init, bound=True).get(name)
+                if argument is None:
+                    return None
+                found.append((argument, ctx))
+            memo[key] = found or None
+        return memo[key]
+
+    def constructions(self, class_name: str) -> list:
+        """(call, context) of every call in this module that names the local class
+        ``class_name`` (``Block(dim)``, not ``other.Block(dim)``)."""
+        index = self.module_scope._memo.get("constructions")
+        if index is None:
+            index = self.module_scope._memo["constructions"] = {}
+            for scope in [self.module_scope, *self.scopes.values()]:
+                if scope.kind == "class":
+                    continue
+                for stmt, ctx in scope.statements:
+                    if ctx.scope is not scope:
+                        continue
+                    for call in self.calls_in(stmt):
+                        if type(call.func) is cst.Name and call.func.value in self.local_classes:
+                            index.setdefault(call.func.value, []).append((call, ctx))
+        return index.get(class_name, [])
+
+    def _module_value(self, value, ctx: Context) -> bool:
+        """Is the expression a module by evidence: built by a module class (``nn.Sequential(...)``,
+        ``Block(d)``) or a name that is one by evidence?"""
+        value = strip_pass_through(value)
+        if type(value) is cst.Call:
+            return self.is_module_factory(value, ctx) or self.is_module_class(value.func)
+        return type(value) in (cst.Name, cst.Attribute) and self.is_module_by_evidence(value, ctx)
 
     def _handed_a_module_elsewhere(self, function, name: str) -> bool:
         """For a module-level function this module never calls (`evaluate(model, data)` in

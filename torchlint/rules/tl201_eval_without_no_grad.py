@@ -1258,6 +1258,31 @@ class Solver:
                 fake_svhn = self.g12(fixed_mnist)  # expect: TL201
                 save_grid(self.to_data(fake_svhn), f"sample-{step + 1}.png")
 """,
+        """\
+
+class Similarity(nn.Module):
+    def forward(self, query, ref):
+        return query @ ref.t()
+
+
+class MatchFinder:
+    def __init__(self, distance, threshold=0.5):
+        self.distance = distance
+        self.threshold = threshold
+
+    def operate(self, function, query, ref):
+        return function(query, ref)
+
+    def matching_pairs(self, query, ref):
+        return self.operate(self._matching_pairs, query, ref)
+
+    def _matching_pairs(self, query, ref):
+        similarity = self.distance(query, ref)  # expect: TL201
+        return (similarity > self.threshold).cpu().numpy()
+
+
+finder = MatchFinder(Similarity())
+""",
     ]
     VALID = [
         """\
@@ -1913,6 +1938,32 @@ def describe(model, loader):
     for batch in loader:
         sizes.append(model.get_feature_dim())  # a getter: no forward pass
     return sizes
+""",
+        """\
+
+class Similarity(nn.Module):
+    def forward(self, query, ref):
+        return query @ ref.t()
+
+
+class MatchFinder:
+    def __init__(self, distance, threshold=0.5):
+        self.distance = distance
+        self.threshold = threshold
+
+    def operate(self, function, query, ref):
+        return function(query, ref)
+
+    def matching_pairs(self, query, ref):
+        with torch.no_grad():
+            return self.operate(self._matching_pairs, query, ref)
+
+    def _matching_pairs(self, query, ref):
+        similarity = self.distance(query, ref)  # run back by `operate` under no_grad
+        return (similarity > self.threshold).cpu().numpy()
+
+
+finder = MatchFinder(Similarity())
 """,
     ]
 

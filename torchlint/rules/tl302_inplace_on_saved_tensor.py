@@ -5,7 +5,7 @@ import re
 from torchlint.analysis import (
     BACKWARD_FUNCTIONS, PARAMETERISED_LAYERS, Binding, Context, GradMode, _call_chain, call_arguments, call_name,
     dotted_name, eval_side, is_view_subscript, iter_expression_nodes, keyword_argument, last_part, mentioned_keys, name_words,
-    strip_views,
+    strip_pass_through, strip_views,
 )
 from torchlint.analysis.objects import TENSOR_ONLY_METHODS
 from torchlint.lazy import cst
@@ -488,6 +488,25 @@ class SmoothedFocal(nn.Module):
         self.targets.mul_(0.9).add_(0.1 / logits.size(-1))  # expect: TL302
         return -(self.targets * log_preds).sum(-1).mean() + weighted.mean()
 """,
+        """\
+class ResidualAdd(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        out = self.fn(x)  # every construction hands `fn` a block that starts with a layer norm
+        x += out  # expect: TL302
+        return x
+
+
+class EncoderBlock(nn.Sequential):
+    def __init__(self, dim):
+        super().__init__(
+            ResidualAdd(nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim))),
+            ResidualAdd(nn.Sequential(nn.LayerNorm(dim), nn.GELU(), nn.Linear(dim, dim))),
+        )
+""",
     ]
     VALID = [
         """\
@@ -771,6 +790,36 @@ class SmoothedFocal(nn.Module):
         weighted = log_preds.exp() * targets
         self.targets.mul_(0.9).add_(0.1 / logits.size(-1))
         return -(self.targets * log_preds).sum(-1).mean() + weighted.mean()
+""",
+        """\
+class ResidualAdd(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        out = self.fn(x)
+        x += out  # one construction hands `fn` a dropout, which saves no input
+        return x
+
+
+class EncoderBlock(nn.Sequential):
+    def __init__(self, dim):
+        super().__init__(
+            ResidualAdd(nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim))),
+            ResidualAdd(nn.Dropout(0.1)),
+        )
+
+
+class UnknownBlock(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        out = self.fn(x)
+        x += out  # what `fn` is, no construction in this file says
+        return x
 """,
     ]
 
@@ -1521,7 +1570,7 @@ class SmoothedFocal(nn.Module):
         if key is None:
             return False
         binding = analysis.lookup(key, ctx)
-        if binding is None or binding.kind != "assign" or binding.element or type(binding.value) is not cst.Call:
+        if binding is None or binding.kind != "assign" or binding.element or type(binding.value) not in (cst.Call, cst.Name):
             return False
         return self._input_saving_constructor(binding.value, binding, 0) and not self._frozen(key, ctx)
 
@@ -1539,6 +1588,12 @@ class SmoothedFocal(nn.Module):
             owner = scope.class_scope if key.startswith("self.") and scope.class_scope is not None else scope
             earlier = [b for b in owner.bindings.get(key, ()) if b.kind == "assign" and not b.element
                        and b.ctx.order < binding.ctx.order and b.ctx.scope is scope]
+            if not earlier and type(constructor) is cst.Name:
+                # `self.fn = fn` in `__init__`: the layers every construction of the class hands it
+                handed = analysis.constructor_arguments(binding, key) or ()
+                return bool(handed) and all(type(strip_pass_through(argument)) is cst.Call
+                                            and self._input_saving_constructor(strip_pass_through(argument), binding, depth + 1)
+                                            for argument, _ in handed)
             return bool(earlier) and self._input_saving_constructor(earlier[-1].value, earlier[-1], depth + 1)
         if type(constructor) is not cst.Call:
             return False
