@@ -863,3 +863,38 @@ def test_a_function_its_own_main_runs_under_no_grad_but_a_training_script_does_n
     write(quiet, {"predict.py": predict, "train.py": train.replace(
         "print(predict(model, dev_batches))", "with torch.no_grad():\n                        print(predict(model, dev_batches))")})
     assert codes(quiet / "predict.py") == []
+
+
+LARGE_BASE = '''\
+    import torch.nn as nn
+    from peft_like import PeftAdapterMixin
+
+    PADDING = """{padding}"""
+
+
+    class BaseModel(nn.Sequential, PeftAdapterMixin):
+        def save(self, path):
+            {body}
+    '''
+
+SUBCLASS_EMBEDDING = """\
+    from base import BaseModel
+
+
+    class Encoder(BaseModel):
+        def embed_batches(self, batches):
+            found = []
+            for batch in batches:
+                found.append(self(batch).cpu().numpy())
+            return found
+    """
+
+
+@pytest.mark.parametrize(("body", "reported"), [
+    ("return path", True),  # the base never calls `embed_batches`: the subclass's callers own the mode
+    ("return self.embed_batches([path])", False),  # it may: then the base owns the grad mode
+])
+def test_a_base_too_large_to_analyse_is_read_by_its_text(tmp_path, body, reported):
+    padding = "x" * 70_000  # larger than the modules the index analyses
+    write(tmp_path, {"base.py": LARGE_BASE.format(padding=padding, body=body), "encoder.py": SUBCLASS_EMBEDDING})
+    assert ((8, "TL201") in codes(tmp_path / "encoder.py")) is reported

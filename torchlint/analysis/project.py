@@ -429,6 +429,51 @@ class Project:
             return False
         return self._indexed_class_is_module(path, index, class_name, depth + 1, set())
 
+    def class_may_call(self, importer: str, imports: dict, name: str, method: str, depth: int = 0) -> bool:
+        """May the project class ``name`` (as written in ``importer``), one the index does not
+        analyse (too large), or one of its bases call ``self.method(...)``? Read from the text
+        of the modules and their class indexes: no module whose text never writes
+        ``method(`` calls it. True when any of it is unknown (a framework's base)."""
+        if depth > MAX_HOPS + 2:
+            return True
+        root, _, rest = name.partition(".")
+        target = imports.get(root)
+        located = self.locate(importer, f"{target}.{rest}" if rest else target) if target is not None else None
+        if located is None or len(located[1]) != 1:
+            return True
+        path, (class_name,) = located
+        return self._indexed_class_may_call(path, class_name, method, depth + 1, set())
+
+    def _indexed_class_may_call(self, path: str, class_name: str, method: str, depth: int, seen: set) -> bool:
+        from torchlint.analysis.vocabulary import NEUTRAL_BASES
+
+        if (path, class_name) in seen:
+            return False
+        seen.add((path, class_name))
+        index = self._class_index(path)
+        text = self._text(path)
+        if index is None or text is None:
+            return True
+        bases = index["classes"].get(class_name)
+        if bases is None:  # re-exported: `from .model import BaseModel` in a package's __init__
+            return class_name not in index["imports"] or self.class_may_call(path, index["imports"], class_name, method, depth)
+        if f"{method}(" in text:
+            return True
+        for base in bases:
+            root = base.partition(".")[0]
+            qualified = index["imports"].get(root, root) + base[len(root):]
+            if base in NEUTRAL_BASES or qualified in NEUTRAL_BASES:
+                continue
+            if "." not in base and base in index["classes"]:
+                if self._indexed_class_may_call(path, base, method, depth, seen):
+                    return True
+            elif root in index["imports"] and self.defines_class(path, index["imports"], base):
+                if self.class_may_call(path, index["imports"], base, method, depth):
+                    return True
+            elif not base.endswith("Mixin"):
+                return True  # a framework's class
+        return False
+
     def _indexed_class_is_module(self, path: str, index: dict, class_name: str, depth: int, seen: set) -> bool:
         if (path, class_name) in seen:
             return False

@@ -396,17 +396,18 @@ class SummaryQueries:
         """May a base class call the method ``name`` on its own: a base outside the project
         (a framework's, other than ``nn.Module`` and ``object``), or a project base class
         (in this module or another) whose methods call ``self.name(...)``?"""
-        for base_scope in self._bases_to_ask(class_scope, seen):
+        for base_scope in self._bases_to_ask(class_scope, seen, name):
             if base_scope is None:
                 return True
             if self.calls_own_method(base_scope, name) or self.bases_may_call(base_scope, name, seen):
                 return True
         return False
 
-    def _bases_to_ask(self, class_scope: Scope, seen: set):
+    def _bases_to_ask(self, class_scope: Scope, seen: set, method: str | None = None):
         """The class scope of each base of the class other than ``nn.Module`` and ``object``
         (``Generic[T]`` read as ``Generic``) not in ``seen`` (which it joins), or None for a base
-        torchlint cannot read."""
+        torchlint cannot read. With ``method``, a project base too large to analyse whose
+        modules never write ``method(`` is left out: it cannot call it."""
         for base in class_scope.node.bases:
             expr = base.value.value if type(base.value) is cst.Subscript else base.value
             base_name = dotted_name(expr) or ""
@@ -417,6 +418,11 @@ class SummaryQueries:
                 if id(base_scope) in seen:
                     continue
                 seen.add(id(base_scope))
+            elif base_name.endswith("Mixin"):
+                continue  # a library's mixin lends methods (`PeftAdapterMixin`); it does not drive the class
+            elif method is not None and base_name.partition(".")[0] in self.imports and not project().class_may_call(
+                    self.path, self.imports, base_name, method):
+                continue
             yield base_scope
 
     @in_owner
@@ -426,7 +432,7 @@ class SummaryQueries:
         None when no base calls it; False when one calls it with grad, or a base is a
         framework's class, whose calls torchlint cannot see."""
         found = None
-        for base_scope in self._bases_to_ask(class_scope, seen):
+        for base_scope in self._bases_to_ask(class_scope, seen, name):
             if base_scope is None:
                 return False
             owner = base_scope.owner

@@ -46,6 +46,8 @@ STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "appendleft": 0}
 NEUTRAL_BASES = frozenset({
     "object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol",
     "nn.Module", "Module", "torch.nn.Module", "torch.nn.modules.module.Module",
+    # torch's containers run their layers, never a subclass's other methods
+    "nn.Sequential", "torch.nn.Sequential", "nn.ModuleList", "torch.nn.ModuleList", "nn.ModuleDict", "torch.nn.ModuleDict",
     # scikit-learn's estimator bases: model selection calls `predict`/`predict_proba` as they are
     "BaseEstimator", "sklearn.base.BaseEstimator", "ClassifierMixin", "sklearn.base.ClassifierMixin",
     "RegressorMixin", "sklearn.base.RegressorMixin", "TransformerMixin", "sklearn.base.TransformerMixin",
