@@ -10,6 +10,9 @@ from torchlint.fix import Fix, InsertBefore
 from torchlint.rule import Rule
 from torchlint.rules.tl201_eval_without_no_grad import DATA_WORDS, _mode_switch
 
+# Calls that restore saved weights: `load_state_dict`, `load_model(path)`, `load_checkpoint`.
+LOADING_CALL_RE = re.compile(r"^(?:load_state_dict|load|load_model|load_checkpoint|load_weights|load_pretrained|restore|restore_checkpoint)$")
+
 # `if epoch == epochs - 1:` / `if epoch + 1 == num_epochs:` / `if is_last_epoch:`: evaluation
 # that runs only on the last pass, after which nothing trains.
 LAST_PASS_RE = re.compile(r"(==|>=).*[-+]\s*1\b|[-+]\s*1\b.*(==|>=)|\b\w*(last|final)\w*\b", re.I)
@@ -35,7 +38,9 @@ class TrainModeNotRestored(Rule):
     networks) that switches one of its networks to `.eval()` (to pick actions, to evaluate),
     steps an optimizer built over that network's parameters, and never switches it back
     anywhere in the file: a DDPG agent with batch norm calling `self.actor.eval()` in
-    `act()` trains the actor in eval mode from its first action on.
+    `act()` trains the actor in eval mode from its first action on. A method that restores
+    saved weights before the switch (`self.G.load_state_dict(torch.load(path))`, then
+    `self.G.eval()`) starts an evaluation run of its own and is not reported.
 
     ## Why is this bad?
     `.eval()` stays in force until `.train()` is called. From the second epoch on the model
@@ -597,6 +602,25 @@ def train(agent, env, steps):
         agent.actor.train()
         agent.update(env.sample())
 """,
+        """\
+class GANModel:
+    def __init__(self):
+        self.G = Generator()  # batch norm inside
+        self.g_optimizer = torch.optim.Adam(self.G.parameters(), lr=2e-4)
+
+    def train(self, loader):
+        for z in loader:
+            loss = -self.D(self.G(z)).mean()
+            self.g_optimizer.zero_grad()
+            loss.backward()
+            self.g_optimizer.step()
+
+    def evaluate(self, g_path):
+        self.G.load_state_dict(torch.load(g_path))  # restores a checkpoint: a run of its own
+        self.G.eval()
+        with torch.no_grad():
+            return self.G(torch.randn(64, 100))
+""",
     ]
 
     def visit_ClassDef(self, node, ctx: Context) -> None:
@@ -624,12 +648,26 @@ def train(agent, env, steps):
                     or any(_same_model(key, other) for other in restoring):
                 continue
             optimizer = self._class_optimizer_of(class_scope, key)
-            if optimizer is None:
+            if optimizer is None or self._loads_weights_before(method, ctx):
                 continue
             reported.add(key)
             self.report(stmt, self.CLASS_MESSAGE.format(stmt=self.code(stmt, 50), model=key, owner=node.name.value,
                                                         optimizer=optimizer),
                         self.CLASS_FIX.format(model=key))
+
+    def _loads_weights_before(self, method, ctx: Context) -> bool:
+        """Does the method load saved weights before the switch (``self.load_model(path)``,
+        ``self.G.load_state_dict(torch.load(path))``)? Then it is the entry point of a run that
+        restores a checkpoint to evaluate it (``evaluate(test_loader, g_path)``), not a pause in
+        training."""
+        analysis = self.analysis
+        for stmt, stmt_ctx in method.statements:
+            if stmt_ctx.order >= ctx.order:
+                break
+            if stmt_ctx.scope is method and any(
+                    LOADING_CALL_RE.match(call_name(call) or "") for call in analysis.calls_in(stmt)):
+                return True
+        return False
 
     def _statements_switching(self) -> list:
         """Statements anywhere in the file that switch a model's mode (found once per file, for
