@@ -507,6 +507,38 @@ class EncoderBlock(nn.Sequential):
             ResidualAdd(nn.Sequential(nn.LayerNorm(dim), nn.GELU(), nn.Linear(dim, dim))),
         )
 """,
+        """\
+from mmcv.cnn import build_activation_layer
+
+
+class ConvReLU(nn.Module):
+    def __init__(self, cin, cout, use_batchnorm=True):
+        super().__init__()
+        layers = [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(inplace=True)]
+        if use_batchnorm:
+            layers.insert(1, nn.BatchNorm2d(cout))
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x, skip):
+        x = self.block(x)
+        x += skip  # expect: TL302
+        return x
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, planes, act_cfg=dict(type="ReLU")):
+        super().__init__()
+        self.conv = nn.Conv2d(planes, planes, 3, padding=1)
+        self.relu = build_activation_layer(act_cfg)
+
+    def forward(self, x):
+        def _inner_forward(x):
+            out = self.relu(self.conv(x))
+            out += x  # expect: TL302
+            return out
+
+        return _inner_forward(x)
+""",
     ]
     VALID = [
         """\
@@ -820,6 +852,38 @@ class UnknownBlock(nn.Module):
         out = self.fn(x)
         x += out  # what `fn` is, no construction in this file says
         return x
+""",
+        """\
+from mmcv.cnn import build_activation_layer
+
+
+class ConvReLU(nn.Module):
+    def __init__(self, cin, cout, project=True):
+        super().__init__()
+        layers = [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(inplace=True)]
+        if project:
+            layers.append(nn.Conv2d(cout, cout, 1))  # may end the block: a convolution saves no output
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x, skip):
+        x = self.block(x)
+        x += skip
+        return x
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, planes, act_cfg=dict(type="LeakyReLU")):
+        super().__init__()
+        self.conv = nn.Conv2d(planes, planes, 3, padding=1)
+        self.relu = build_activation_layer(act_cfg)  # a leaky ReLU saves its input, not its output
+
+    def forward(self, x):
+        def _inner_forward(x):
+            out = self.relu(self.conv(x))
+            out += x
+            return out
+
+        return _inner_forward(x)
 """,
     ]
 
@@ -1284,6 +1348,11 @@ class UnknownBlock(nn.Module):
             last = layers[-1] if layers else None
             found = self._saving_constructor(last, depth + 1, ctx) if type(last) is cst.Call else None
             return (found[0], True) if found is not None else None
+        if last_part(qualified or dotted_name(func) or "") == "build_activation_layer" and constructor.args:
+            # OpenMMLab's `build_activation_layer(act_cfg)`, `act_cfg=dict(type="ReLU")` by default
+            activation = self._activation_type(constructor.args[0].value, depth, ctx)
+            return (f"build_activation_layer(...) (a {activation})", False) \
+                if activation in OUTPUT_SAVING_ACTIVATION_TYPES else None
         if not qualified.startswith("torch.nn."):
             activation = _foreign_activation(last_part(qualified or dotted_name(func) or ""))
             if activation is not None and self.analysis.class_named(func) is None:
@@ -1292,6 +1361,8 @@ class UnknownBlock(nn.Module):
                 return f"{dotted_name(func)}()", False
             return self._project_block(constructor, depth)
         if last_part(qualified) == "Sequential" and depth < MAX_ALIAS_DEPTH:
+            if len(constructor.args) == 1 and constructor.args[0].star == "*" and ctx is not None:
+                return self._listed_sequential(constructor.args[0].value, depth, ctx)  # `nn.Sequential(*layers)`
             layers = call_arguments(constructor)
             last = layers[-1] if layers else None
             if type(last) is cst.Name and ctx is not None:  # `nn.Sequential(squeeze_conv, excitation_conv)`
@@ -1319,6 +1390,46 @@ class UnknownBlock(nn.Module):
         if last_part(qualified) not in OUTPUT_SAVING_MODULES:
             return None  # (an inplace=True ReLU saves its result all the same: `x = self.relu(x); x += y` raises)
         return f"{dotted_name(constructor.func)}()", False
+
+    def _listed_sequential(self, listed, depth: int, ctx: Context) -> tuple[str, bool] | None:
+        """(op, whether layers with parameters feed it) for ``nn.Sequential(*layers)`` with
+        ``layers = [conv, nn.ReLU(inplace=True)]`` built in the same function, changed only by
+        ``layers.insert(1, bn)`` (the last layer stays) or ``layers.append(act)`` (every layer
+        that may end up last must save its output)."""
+        if type(listed) is not cst.Name:
+            return None
+        scope = ctx.scope
+        bindings = [b for b in scope.bindings.get(listed.value, ()) if b.ctx.scope is scope]
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].element \
+                or type(bindings[0].value) is not cst.List or not bindings[0].value.elements:
+            return None
+        layers = [element.value for element in bindings[0].value.elements]
+        lasts = [layers[-1]]
+        for stmt, stmt_ctx in scope.statements:
+            if stmt_ctx.scope is not scope:
+                continue
+            for call in self.analysis.calls_in(stmt):
+                func = call.func
+                if type(func) is not cst.Attribute or type(func.value) is not cst.Name or func.value.value != listed.value:
+                    continue
+                arguments = call_arguments(call)
+                if func.attr.value == "insert" and len(arguments) == 2 and type(arguments[0]) is cst.Integer \
+                        and 0 <= int(arguments[0].value) < len(layers):
+                    layers.insert(0, arguments[1])  # before the last: only its training matters
+                elif func.attr.value == "append" and len(arguments) == 1:
+                    lasts.append(arguments[0])
+                    layers.insert(0, arguments[0])
+                else:
+                    return None  # extended, popped, handed on: what ends it is unknown
+        found = [self._saving_constructor(last, depth + 1, ctx) if type(last) is cst.Call else None for last in lasts]
+        if any(item is None for item in found):
+            return None
+        trained = any(item[1] for item in found) or any(
+            type(layer) is cst.Call and (
+                last_part(self.analysis.qualified_name(layer.func) or "") in PARAMETERISED_LAYERS
+                or self.analysis.is_module_class(layer.func))
+            for layer in layers if not any(layer is last for last in lasts))
+        return found[0][0], trained
 
     def _conv_module(self, constructor, depth: int, ctx: Context | None) -> tuple[str, bool] | None:
         """(op, True) for OpenMMLab's ``ConvModule(...)`` when its last layer is an activation
@@ -1388,7 +1499,10 @@ class UnknownBlock(nn.Module):
         ``self.encoder(h)``? Such results carry the module's parameters' graph even when the
         methods are too deep (or in another file) to be followed."""
         scope = ctx.scope
-        parent = scope.parent
+        method = scope
+        while method.parent is not None and method.parent.kind == "function":
+            method = method.parent  # `def _inner_forward(x):` inside `forward` (checkpointed blocks)
+        parent = method.parent
         if scope.kind != "function" or parent is None or parent.kind != "class" \
                 or not self.analysis.is_module_class(parent.node.name):
             return False
@@ -1398,7 +1512,7 @@ class UnknownBlock(nn.Module):
             closure = self.analysis._sources_closure(roots, scope)
             memo[roots] = any(
                 # forward(self, x): what the module is given comes out of the layers before it
-                (binding.kind == "param" and scope.name == "forward" and key != "self")
+                (binding.kind == "param" and method.name == "forward" and key != "self")
                 or (binding.kind == "assign" and _calls_own_member(binding.value))
                 for key in closure
                 for binding in scope.bindings.get(key, ())
@@ -1702,12 +1816,15 @@ class UnknownBlock(nn.Module):
         scope = ctx.scope
         if ctx.order < analysis.last_backward_order(scope) and origin.key in analysis.backpropagated_keys(scope):
             return True
-        if not (scope.kind == "function" and scope.parent is not None and scope.parent.kind == "class"
+        method = scope
+        while method.parent is not None and method.parent.kind == "function":
+            method = method.parent  # a helper nested in the method (`_inner_forward`) returns into it
+        if not (scope.kind == "function" and method.parent is not None and method.parent.kind == "class"
                 and origin.key in analysis.returned_keys(scope)):
             return False
         # forward() / training_step(), or any method of a module (a Lightning module's
         # `descent_loss(...)`): what a model's method returns goes on into its loss
-        return scope.name in GRAPH_RETURNING_METHODS or analysis.is_module_class(scope.parent.node.name)
+        return method.name in GRAPH_RETURNING_METHODS or analysis.is_module_class(method.parent.node.name)
 
 
 def _calls_own_member(expr) -> bool:
@@ -1908,6 +2025,9 @@ def _inplace_true(call) -> bool:
 # in-place ReLU saves its result all the same).
 MMCV_PREFIXES = ("mmcv.", "mmengine.", "mmdet.", "mmseg.", "mmpose.", "mmocr.", "mmdet3d.")
 CONV_MODULE_SAVING_ACTIVATIONS = frozenset({"ReLU", "LeakyReLU", "Sigmoid", "Tanh", "ELU"})
+# ... and those that save their output out of place too, as `build_activation_layer(cfg)` builds
+# them (a leaky ReLU or an ELU built without `inplace=True` saves its input).
+OUTPUT_SAVING_ACTIVATION_TYPES = frozenset({"ReLU", "Sigmoid", "Tanh"})
 
 
 def _string(expr) -> str | None:
