@@ -80,7 +80,10 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     the divisor of `/` / `div` when either side requires grad and the dividend when the
     divisor does, any operand of `**` / `pow` when one requires grad, and the input of a
     `torch.nn` layer with weights (`Linear`, `Conv*`, `LayerNorm`, `BatchNorm*`...): a
-    pre-norm block's `x += self.mlp(self.norm(x))` changes the `x` that `LayerNorm` saved;
+    pre-norm block's `x += self.mlp(self.norm(x))` changes the `x` that `LayerNorm` saved
+    (also a module class of the project whose `forward` first runs such a layer on its
+    input, and a layer every construction of the class hands over, `ResidualAdd(fn)` built
+    as `ResidualAdd(nn.Sequential(nn.LayerNorm(d), ...))`);
     the input of `norm` / `vector_norm` / `std` / `var` (`x /= x.norm(dim=-1, keepdim=True)`,
     CLIP-style feature normalisation, raises in backward; `x /= x.sum()` does not). In an
     `nn.Sequential`, an in-place layer right after a layer or a project block whose output
@@ -107,7 +110,10 @@ class InplaceOnSavedTensor(InPlaceMutationRule):
     `softplus`, `leaky_relu`, `hardtanh`, linear layers...) beyond those listed above.
     OpenMMLab's `ConvModule` counts as ending in its activation (ReLU unless `act_cfg` says
     otherwise, `act_cfg=None` for none), also as the layers of a container a list
-    comprehension runs (an FPN's `laterals[i - 1] += ...`).
+    comprehension runs (an FPN's `laterals[i - 1] += ...`), and `build_activation_layer(act_cfg)`
+    as the activation its config names. `nn.Sequential(*layers)` is read when `layers` is a
+    list built in the same function (`insert` keeps its last layer; every `append`ed layer
+    may end it).
     Saved inputs: addition and subtraction save nothing and a constant factor (`h * 2`)
     saves nothing either (measured), so neither is reported; the op and the change must be
     in the same function with the tensor not rebound in between (`x = x.clone()`; a name
@@ -539,6 +545,34 @@ class BasicBlock(nn.Module):
 
         return _inner_forward(x)
 """,
+        """\
+class Predictor(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.proj = nn.Linear(dim, 1)
+
+    def forward(self, x):
+        return self.proj(self.norm(x))
+
+
+class Gate(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x)
+
+
+class Variance(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.pitch_predictor = Predictor(dim)
+        self.gate = Gate()
+        self.pitch_embed = nn.Linear(1, dim)
+
+    def forward(self, condition):
+        pitch = self.pitch_predictor(condition)
+        condition += self.pitch_embed(pitch)  # expect: TL302
+        return condition
+""",
     ]
     VALID = [
         """\
@@ -884,6 +918,39 @@ class BasicBlock(nn.Module):
             return out
 
         return _inner_forward(x)
+""",
+        """\
+class Predictor(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.proj = nn.Linear(dim, 1)
+
+    def forward(self, x):
+        return self.proj(self.norm(x))
+
+
+class Gate(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x)
+
+
+class Variance(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.pitch_predictor = Predictor(dim)
+        self.gate = Gate()
+        self.pitch_embed = nn.Linear(1, dim)
+
+    def forward(self, condition):
+        pitch = self.pitch_predictor(condition)
+        condition = condition + self.pitch_embed(pitch)  # a new tensor
+        return condition
+
+    def gated(self, condition):
+        g = self.gate(condition)
+        condition += g  # a sigmoid saves its output, not its input
+        return condition
 """,
     ]
 
@@ -1713,7 +1780,7 @@ class BasicBlock(nn.Module):
             return False
         qualified = analysis.qualified_name(constructor.func) or ""
         if not qualified.startswith("torch.nn."):
-            return False
+            return self._project_block_saves_input(constructor, depth)
         name = last_part(qualified)
         arguments = call_arguments(constructor)
         if name in ("Sequential", "weight_norm", "spectral_norm") and not any(arg.star for arg in constructor.args):
@@ -1725,6 +1792,44 @@ class BasicBlock(nn.Module):
             if value is not None and not (type(value) is cst.Name and value.value == "True"):
                 return False
         return True
+
+    def _project_block_saves_input(self, constructor, depth: int) -> bool:
+        """Does the module class of the project (this file or another) that ``constructor``
+        builds save its input: the first op its ``forward`` runs on its input is one that saves
+        it (``self.norm(x)``, ``self.proj(x)``, ``x @ self.w``), in that class's own terms?"""
+        analysis = self.analysis
+        class_scope = analysis.class_named(constructor.func) if depth < MAX_ALIAS_DEPTH else None
+        if class_scope is None:
+            return False
+        owner = class_scope.owner
+        if not owner._local_class_is_module(class_scope.name, set()):
+            return False
+        forward = owner.method_of(class_scope, "forward", set())
+        if forward is None:
+            return False
+        params = [*forward.node.params.posonly_params, *forward.node.params.params][1:]
+        if not params:
+            return False
+        name = params[0].name.value
+        rule = self if owner is analysis else type(self)(owner, [], self.options)
+        for stmt, ctx in forward.statements:
+            if ctx.scope is not forward:
+                continue
+            own = type(stmt) is cst.Expr
+            value = getattr(stmt, "value", None)
+            if value is not None and any(type(node) is cst.Name and node.value == name for node in iter_expression_nodes(value)):
+                # the first statement that reads the input decides
+                return ctx.grad is GradMode.ENABLED and any(
+                    key == name for _, _, operands, _, keys in rule._site_ops(stmt, ctx, own)
+                    for key in keys) and not rule._frozen_class(class_scope)
+            if any(b.ctx is ctx for b in forward.bindings.get(name, ())):
+                return False  # rebound before it is read
+        return False
+
+    def _frozen_class(self, class_scope) -> bool:
+        """Does the class switch ``requires_grad`` off for its own parameters?"""
+        return any(switch_ctx.scope.class_scope is class_scope and not enabled
+                   for switch_ctx, enabled in self.analysis._requires_grad_switches().get("self", ()))
 
     def _frozen(self, key: str, ctx: Context) -> bool:
         """Does the module switch ``requires_grad`` off for ``key`` or what holds it? A switch on
@@ -1910,6 +2015,7 @@ UNARY_INPUT_NAMESPACES = frozenset({"torch", "torch.linalg", "torch.Tensor"})
 INPUT_SAVING_LAYERS = frozenset({
     "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
     "LayerNorm", "GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+    "PReLU", "MultiheadAttention", "RNN", "LSTM", "GRU",
 })
 
 
