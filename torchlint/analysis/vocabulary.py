@@ -95,6 +95,8 @@ MODULE_EVIDENCE_METHODS = (
 # libraries that name them so (Hugging Face, sentence-transformers) disable grad inside.
 COMPUTING_METHOD_WORDS = frozenset({
     "predict", "prediction", "evaluate", "evaluation", "infer", "inference", "decode", "denoise",
+    # a pass over held-out data: `model.test_performance(loader)`, `net.validate(batches)`
+    "test", "validate", "validation",
     "reconstruct", "sample", "recognize", "recognise", "translate",
     # decoding a sequence step by step: `model.beam_search(xs, beam)`, `model.greedy_decode(xs)`
     "beam", "greedy",

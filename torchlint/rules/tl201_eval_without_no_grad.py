@@ -1283,6 +1283,32 @@ class MatchFinder:
 
 finder = MatchFinder(Similarity())
 """,
+        """\
+class MainLoop:
+    def __init__(self, model, train_iterator, valid_iterator):
+        self.model = model
+        self.optimizer = torch.optim.Adam(self.model.parameters())
+        self.train_iterator = train_iterator
+        self.valid_iterator = valid_iterator
+
+    def train_epoch(self):
+        self.model.train(True)
+        for batch in self.train_iterator:
+            self.optimizer.zero_grad()
+            self.model.get_loss(batch).backward()
+            self.optimizer.step()
+
+    def do_validation(self):
+        results = []
+        self.model.train(False)
+        results.extend(self.model.test_performance(self.valid_iterator))  # expect: TL201
+        print(results)
+
+    def run(self, epochs):
+        for _ in range(epochs):
+            self.train_epoch()
+            self.do_validation()
+""",
     ]
     VALID = [
         """\
@@ -1964,6 +1990,33 @@ class MatchFinder:
 
 
 finder = MatchFinder(Similarity())
+""",
+        """\
+class MainLoop:
+    def __init__(self, model, train_iterator, valid_iterator):
+        self.model = model
+        self.optimizer = torch.optim.Adam(self.model.parameters())
+        self.train_iterator = train_iterator
+        self.valid_iterator = valid_iterator
+
+    def train_epoch(self):
+        self.model.train(True)
+        for batch in self.train_iterator:
+            self.optimizer.zero_grad()
+            self.model.get_loss(batch).backward()
+            self.optimizer.step()
+
+    def do_validation(self):
+        results = []
+        self.model.train(False)
+        with torch.no_grad():
+            results.extend(self.model.test_performance(self.valid_iterator))
+        print(results)
+
+    def run(self, epochs):
+        for _ in range(epochs):
+            self.train_epoch()
+            self.do_validation()
 """,
     ]
 
@@ -3372,8 +3425,12 @@ finder = MatchFinder(Similarity())
         inference entry point (``predict``, ``do_detect``). A bare ``model(dummy)`` is a dry run;
         tests, and functions named for exporting, tracing or profiling, are left alone."""
         analysis = self.analysis
-        if type(stmt) not in (cst.Assign, cst.AnnAssign) or analysis.is_test_module:
-            return None  # (`return model.log_prob(x)` after `.eval()` hands the graph on: an API, maybe differentiated)
+        collected = type(stmt) is cst.Expr and type(stmt.value) is cst.Call and type(stmt.value.func) is cst.Attribute \
+            and stmt.value.func.attr.value in CONTAINER_WRITES and type(stmt.value.func.value) is cst.Name
+        if not (type(stmt) in (cst.Assign, cst.AnnAssign) or collected) or analysis.is_test_module:
+            # (`return model.log_prob(x)` after `.eval()` hands the graph on: an API, maybe
+            # differentiated; `results.extend(model.test_performance(it))` keeps what it runs)
+            return None
         if scope.kind != "function" and not (scope.kind == "module" and self._runs_in_inference_script(scope)):
             return None  # (a top level that trains nothing: `model.eval()` then `out = model(img)` in a demo script)
         switches = scope._memo.get("tl201_switches", {})
