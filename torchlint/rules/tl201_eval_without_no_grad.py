@@ -1309,6 +1309,29 @@ class MainLoop:
             self.train_epoch()
             self.do_validation()
 """,
+        """\
+class Pipeline:
+    def __init__(self, model, loss_fn):
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def _inner_loop(self, loader):
+        loss, correct = 0.0, 0
+        for x, y in loader:
+            pred = self.model(x)  # expect: TL201
+            loss += self.loss_fn(pred, y).item()
+            correct += (pred.argmax(1) == y).sum().item()
+        return loss, correct
+
+    def validate(self, loader):
+        self.model.eval()
+        return self._inner_loop(loader)
+
+    def test(self, loader):
+        self.model.eval()
+        loss, correct = self._inner_loop(loader)
+        print(loss, correct)
+""",
     ]
     VALID = [
         """\
@@ -2018,6 +2041,31 @@ class MainLoop:
             self.train_epoch()
             self.do_validation()
 """,
+        """\
+class Pipeline:
+    def __init__(self, model, loss_fn):
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def _inner_loop(self, loader):
+        loss, correct = 0.0, 0
+        for x, y in loader:
+            pred = self.model(x)
+            loss += self.loss_fn(pred, y).item()
+            correct += (pred.argmax(1) == y).sum().item()
+        return loss, correct
+
+    def validate(self, loader):
+        self.model.eval()
+        with torch.no_grad():
+            return self._inner_loop(loader)
+
+    def test(self, loader):
+        self.model.eval()
+        with torch.no_grad():
+            loss, correct = self._inner_loop(loader)
+        print(loss, correct)
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2698,10 +2746,9 @@ class MainLoop:
         memo = scope._memo
         if "tl201_regions" not in memo:
             memo["tl201_regions"] = []  # recursion guard
-            node = scope.node if scope.kind == "function" else None
             start = scope.statements[0][1].order - 1 if scope.statements else 0
-            regions = self._eval_regions(node, scope, start)
-            if self._called_from_evaluation(scope):
+            regions = list(self._switch_regions(scope))
+            if self._called_from_evaluation(scope) or (not regions and self._loop_helper_of_evaluation(scope)):
                 regions.append((start, math.inf))
             elif not regions and self._runs_in_inference_script(scope):
                 regions.append((start, math.inf))
@@ -2875,6 +2922,50 @@ class MainLoop:
         regions = self._regions(callee)
         return bool(regions) and callee._memo.get("tl201_strict", False) \
             and self._first_forward(callee, regions, strict=True) is not None
+
+    def _loop_helper_of_evaluation(self, scope) -> bool:
+        """A helper that loops over batches running the model (``_inner_loop(dl, ...)``) and that
+        only evaluation regions of this module call, with grad on (``self.model.eval()`` then
+        ``self._inner_loop(dl_val, ...)`` in both ``_val_loop`` and ``_test_loop``): its own
+        loop is the evaluation code, reported once there rather than at each call."""
+        memo = scope._memo
+        if "tl201_loop_helper" not in memo:
+            memo["tl201_loop_helper"] = False  # recursion guard
+            memo["tl201_loop_helper"] = self._find_loop_helper_of_evaluation(scope)
+        return memo["tl201_loop_helper"]
+
+    def _find_loop_helper_of_evaluation(self, scope) -> bool:
+        analysis = self.analysis
+        if scope.kind != "function" or scope.grad is not GradMode.ENABLED or scope.name.startswith("__"):
+            return False
+        callers = [(call, ctx) for call, ctx in analysis.callers_of(scope) if ctx.scope is not scope]
+        if not callers or not all(
+                ctx.grad is GradMode.ENABLED and not _repeats(ctx, analysis)
+                and any(start < ctx.order < end for start, end in self._switch_regions(ctx.scope))
+                for _, ctx in callers):
+            return False
+        # (on its object's own model: a helper handed the model, `run_epoch(model, loader)`,
+        # serves its callers, and is reported at the call that hands it an evaluated model)
+        return not analysis.backpropagates(scope) and any(
+            _repeats(inner_ctx, analysis) and inner_ctx.grad is GradMode.ENABLED and self._is_forward(inner, inner_ctx)
+            and not self._runs_parameter(inner, scope)
+            for inner, inner_ctx, _ in analysis.scope_calls(scope))
+
+    @staticmethod
+    def _runs_parameter(call, scope) -> bool:
+        """Is what the call runs (``model(x)``, ``model.predict(x)``) a parameter of the function?"""
+        root = (dotted_name(call.func) or "").partition(".")[0]
+        return root != "self" and any(binding.kind == "param" for binding in scope.bindings.get(root, ()))
+
+    def _switch_regions(self, scope) -> list[tuple[int, float]]:
+        """The evaluation regions a function's own switches and name make (see
+        ``_eval_regions``), without asking its callers (memoised)."""
+        memo = scope._memo
+        if "tl201_switch_regions" not in memo:
+            node = scope.node if scope.kind == "function" else None
+            start = scope.statements[0][1].order - 1 if scope.statements else 0
+            memo["tl201_switch_regions"] = self._eval_regions(node, scope, start)
+        return memo["tl201_switch_regions"]
 
     def _called_from_evaluation(self, scope) -> bool:
         loop = self.analysis.loops.get(id(scope.node)) if scope.kind == "function" else None
@@ -3070,6 +3161,8 @@ class MainLoop:
         owner = callee.owner
         if owner.returns_attached(callee) != "always" or owner.backpropagates(callee) or owner.steps_optimizer(callee):
             return False
+        if owner is self.analysis and self._loop_helper_of_evaluation(callee) and self._reports_itself(callee):
+            return False  # reported once, at the forward pass of its own loop
         rule = self if owner is self.analysis else type(self)(owner, [], self.options)
         return rule._runs_forward(callee, 1)
 
@@ -3538,7 +3631,8 @@ class MainLoop:
             return False
         if self.analysis.has_no_body(callee):
             return self._template_runs_forward(callee)
-        if self._callee_trains(call, ctx) or self._reported_inside(callee):
+        if self._callee_trains(call, ctx) or self._reported_inside(callee) \
+                or (self._loop_helper_of_evaluation(callee) and self._reports_itself(callee)):
             return False
         return self._runs_forward(callee, 0) or self._forward_through_arguments(call, ctx, callee)
 
