@@ -74,7 +74,10 @@ class GradModeQueries:
                         elif type(func) is cst.Name:
                             index.setdefault((func.value, False), []).append((ctx, False))
                         # a function handed over to be called back (`self.operate(self._match, q)`,
-                        # `pool.map(score, batches)`) runs, as far as this module shows, where it is handed over
+                        # `map(score, batches)`) runs, as far as this module shows, where it is handed
+                        # over; not one started in a thread or a process, whose grad mode is its own
+                        if _starts_elsewhere(func):
+                            continue
                         for arg in call.args:
                             value = arg.value
                             if type(value) is cst.Attribute and value.attr.value in functions \
@@ -111,3 +114,17 @@ class GradModeQueries:
             if local is base_scope or self._derives_from(local, base_scope, depth + 1):
                 return True
         return False
+
+
+# Calls that run the function they are handed in another thread or process, where grad mode
+# starts enabled whatever the caller's.
+CONCURRENT_STARTERS = frozenset({"Thread", "Timer", "Process", "start_new_thread"})
+CONCURRENT_METHODS = frozenset({
+    "submit", "map", "imap", "imap_unordered", "starmap", "starmap_async", "apply_async", "map_async", "run_in_executor",
+})
+
+
+def _starts_elsewhere(func) -> bool:
+    if type(func) is cst.Attribute:
+        return func.attr.value in CONCURRENT_METHODS or func.attr.value in CONCURRENT_STARTERS
+    return type(func) is cst.Name and func.value in CONCURRENT_STARTERS

@@ -1332,6 +1332,33 @@ class Pipeline:
         loss, correct = self._inner_loop(loader)
         print(loss, correct)
 """,
+        """\
+import threading
+
+
+
+class Sampler:
+    def __init__(self, model):
+        self.model = model
+
+    def _predict(self, loader):
+        predictions = []
+        for x in loader:
+            predictions.append(self.model(x))  # expect: TL201
+        return torch.cat(predictions).sigmoid()
+
+    def run(self, loader):
+        results = []
+
+        def worker():
+            results.append(self._predict(loader).mean().item())  # expect: TL201 (a thread starts with grad on)
+
+        with torch.no_grad():
+            thread = threading.Thread(target=worker)
+            thread.start()
+            thread.join()
+        return results
+""",
     ]
     VALID = [
         """\

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis import Context, call_name, dotted_name, last_part, mentioned_keys, name_words, strip_pass_through
+from torchlint.analysis import Context, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, name_words, strip_pass_through
 from torchlint.lazy import cst
 from torchlint.fix import Fix, Replace, import_reference, source_of
 from torchlint.rule import Rule
@@ -46,7 +46,8 @@ class StateDictSnapshotAliasesModel(Rule):
     copies; on a CPU-only run it does not), a state dict saved or returned before any more
     training (`torch.save(model.state_dict(), path)`, `sd = model.state_dict(); torch.save(sd,
     path)`, also when each branch of an `if` / `else` takes it before the save), and one taken
-    after training ends. A `self.best_*` snapshot kept by a callback hook
+    after training ends, nor one whose later reads take only its keys and its tensors'
+    shapes (`set(sd.keys())`, `sd[k].shape`, `len(sd)`). A `self.best_*` snapshot kept by a callback hook
     is reported even when the class never restores it: a trainer in another file does. A snapshot stored into a
     container (`history[epoch] = model.state_dict()`) is not followed.
     """
@@ -154,6 +155,28 @@ def fit(self, loader, val_loader, epochs):
             best = self.accelerator.unwrap_model(self.model).state_dict()  # expect: TL504
     self.model.load_state_dict(best)
 """,
+        """\
+def train(model, loader, optimizer, ema_dict, ema_w, rank):
+    for x, y in loader:
+        if rank == 0:
+            start = model.state_dict()  # expect: TL504
+            for k in ema_dict:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                ema_dict[k] = ema_w * ema_dict[k] + (1 - ema_w) * start[k]
+""",
+        """\
+def load_pretrained(model, path, delete_keys):
+    checkpoint = torch.load(path)
+    current = model.state_dict()  # expect: TL504
+    for k in delete_keys:
+        print(f"dropping {k}: {checkpoint[k].shape} in the file, {current[k].shape} in the model")
+        del checkpoint[k]
+    model.load_state_dict(checkpoint, strict=False)
+    model.load_state_dict(current)
+""",
     ]
     VALID = [
         """\
@@ -233,6 +256,28 @@ for fold in range(folds):
     train(model, fold)
     best_model = model  # each fold's model is a new object
     results.append(evaluate(best_model, fold))
+""",
+        """\
+def train(model, loader, optimizer, ema_dict, ema_w, rank):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if rank == 0:
+            new_dict = model.state_dict()  # read at once, every pass: no training in between
+            for k, v in ema_dict.items():
+                ema_dict[k] = ema_w * ema_dict[k] + (1 - ema_w) * new_dict[k]
+""",
+        """\
+def load_pretrained(model, path, delete_keys):
+    checkpoint = torch.load(path)
+    current = model.state_dict()  # only its keys and shapes are read
+    for k in delete_keys:
+        print(f"dropping {k}: {checkpoint[k].shape} in the file, {current[k].shape} in the model")
+        del checkpoint[k]
+    model.load_state_dict(checkpoint, strict=False)
+    print("mismatched keys:", set(checkpoint.keys()) ^ set(current.keys()), len(current))
 """,
     ]
 
@@ -406,7 +451,12 @@ for fold in range(folds):
         """Are the snapshot and the use in the same loop body, and does every ``if`` that decides
         whether the snapshot is taken also enclose the use (``if args.output_dir: checkpoint =
         {...}; save(checkpoint)``)?"""
-        return use_ctx.visible_loops[-1:] == ctx.visible_loops[-1:] and self._encloses(node, ctx, use, use_ctx)
+        loops, use_loops = ctx.visible_loops, use_ctx.visible_loops
+        if use_loops[-1:] != loops[-1:]:
+            # the use in a loop of its own after the snapshot (`for k in ema: ema[k] = ... sd[k]`)
+            if use_loops[:len(loops)] != loops or not all(loop.start > ctx.order for loop in use_loops[len(loops):]):
+                return False
+        return self._encloses(node, ctx, use, use_ctx)
 
     def _encloses(self, stmt, ctx: Context, use, use_ctx: Context, after: bool = False) -> bool:
         """Does every pass through ``use`` run ``stmt`` too (first, or with ``after`` next): ``stmt``
@@ -418,12 +468,15 @@ for fold in range(folds):
         return self.analysis.branch_conditions(use, ctx.scope)[:len(taken)] == taken
 
     def _reads(self, stmt, key: str) -> bool:
+        """Does the statement read the snapshot's tensors (not only its keys or shapes:
+        ``set(sd.keys())``, ``sd[k].shape``, ``len(sd)``, ``k in sd``)?"""
         kind = type(stmt)
         if kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
             expressions = [stmt.value] if stmt.value is not None else []
         else:
             expressions = self.analysis.own_expressions(stmt)
-        return any(key in mentioned_keys(expr) for expr in expressions if expr is not None)
+        return any(key in mentioned_keys(expr) and not _only_layout_read(expr, key)
+                   for expr in expressions if expr is not None)
 
     def _restored_elsewhere(self, key: str, owner: str | None, node, ctx: Context) -> bool:
         """``self.best = model.state_dict()`` and ``model.load_state_dict(self.best)`` in another
@@ -460,3 +513,37 @@ for fold in range(folds):
             for scope in methods for stmt, stmt_ctx in scope.statements
             if not any(call_name(call) == "load_state_dict" for call in analysis.calls_in(stmt))
         )
+
+
+# What a state dict tells without its tensors' values: its keys and their tensors' layout.
+LAYOUT_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "is_cuda"})
+LAYOUT_METHODS = frozenset({"keys", "size", "numel", "dim"})
+
+
+def _only_layout_read(expr, key: str) -> bool:
+    """Does ``expr`` use the name ``key`` only for its keys and its tensors' shapes, dtypes and
+    devices (``set(sd.keys())``, ``sd[k].shape``, ``len(sd)``, ``k in sd``), which an aliasing
+    snapshot still reports right?"""
+    if "." in key:
+        return False
+    uses = 0
+    layout = set()
+    for node in iter_expression_nodes(expr):
+        kind = type(node)
+        if kind is cst.Name and node.value == key:
+            uses += 1
+        elif kind is cst.Attribute:
+            receiver = node.value.value if type(node.value) is cst.Subscript else node.value
+            if type(receiver) is cst.Name and receiver.value == key and (
+                    node.attr.value in LAYOUT_ATTRIBUTES
+                    or node.attr.value in LAYOUT_METHODS and (type(node.value) is cst.Subscript or node.attr.value == "keys")):
+                layout.add(id(receiver))
+        elif kind is cst.Call and dotted_name(node.func) == "len" and len(node.args) == 1 \
+                and type(node.args[0].value) is cst.Name and node.args[0].value.value == key:
+            layout.add(id(node.args[0].value))
+        elif kind is cst.Comparison:
+            for target in node.comparisons:
+                if type(target.operator) in (cst.In, cst.NotIn) and type(target.comparator) is cst.Name \
+                        and target.comparator.value == key:
+                    layout.add(id(target.comparator))
+    return uses > 0 and uses == len(layout)
