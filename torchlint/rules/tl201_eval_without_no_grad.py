@@ -222,8 +222,10 @@ class EvalWithoutNoGrad(Rule):
     data inside a loop that trains another model, is reported at that forward pass when every
     optimizer the function steps is built in the file. A pass over an attached input
     (`vgg(generator(z))`, a perceptual loss) is not: backward must go through it. The same
-    holds for a frozen copy named so (an RL `target` network, a `teacher`), trained by no
-    optimizer built here, run on data in a function that backpropagates (an agent's `learn()`).
+    holds for a frozen copy named so (an RL `target` network, a `teacher`) or synced so (a
+    DQN's `self.q_next.load_state_dict(self.q_eval.state_dict())`, its own optimizer never
+    stepped and its parameters never read), trained by no optimizer built here, run on data in
+    a function that backpropagates (an agent's `learn()`).
 
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
@@ -1359,6 +1361,34 @@ class Sampler:
             thread.join()
         return results
 """,
+        """\
+class DeepQNetwork(nn.Module):
+    def __init__(self, n_actions):
+        super().__init__()
+        self.fc = nn.Linear(8, n_actions)
+        self.optimizer = torch.optim.RMSprop(self.parameters(), lr=1e-4)
+
+    def forward(self, state):
+        return self.fc(state)
+
+
+class Agent:
+    def __init__(self, n_actions):
+        self.q_eval = DeepQNetwork(n_actions)
+        self.q_next = DeepQNetwork(n_actions)
+
+    def replace_target_network(self):
+        self.q_next.load_state_dict(self.q_eval.state_dict())
+
+    def learn(self, states, actions, rewards, states_):
+        self.q_eval.optimizer.zero_grad()
+        q_pred = self.q_eval.forward(states)[range(len(actions)), actions]
+        q_next = self.q_next.forward(states_).max(dim=1)[0]  # expect: TL201
+        q_target = rewards + 0.99 * q_next
+        loss = self.q_eval.loss(q_target, q_pred)
+        loss.backward()
+        self.q_eval.optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -2093,6 +2123,21 @@ class Pipeline:
             loss, correct = self._inner_loop(loader)
         print(loss, correct)
 """,
+        """\
+def push_and_pull(opt, lnet, gnet, s_, bs, br, gamma):
+    v_s_ = lnet.forward(s_)[-1]  # the local net's gradients are pushed to the global one
+    targets = []
+    for r in br[::-1]:
+        v_s_ = r + gamma * v_s_
+        targets.append(v_s_)
+    loss = lnet.loss_func(bs, targets)
+    opt.zero_grad()
+    loss.backward()
+    for lp, gp in zip(lnet.parameters(), gnet.parameters()):
+        gp._grad = lp.grad
+    opt.step()
+    lnet.load_state_dict(gnet.state_dict())
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2439,18 +2484,50 @@ class Pipeline:
 
     def _named_copies(self, scope) -> set:
         """Models the function runs whose name says they are a frozen copy of another, trained
-        by no backward of their own: an RL target network (``self.target_critic``, ``q_next``
-        is not one), a distillation teacher."""
+        by no backward of their own: an RL target network (``self.target_critic``; ``q_next``
+        only when the module loads another model's weights into it), a distillation teacher."""
         found = set()
+        synced = self._synced_copies()
         for stmt, ctx in scope.statements:
             if ctx.scope is not scope:
                 continue
             for call in self.analysis.calls_in(stmt):
                 target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
                 key = dotted_name(target)
-                if key is not None and FROZEN_COPY_WORDS & set(name_words(last_part(key))):
+                if key is not None and (FROZEN_COPY_WORDS & set(name_words(last_part(key))) or key in synced):
                     found.add(key)
         return found
+
+    def _synced_copies(self) -> set:
+        """Models this module loads another model's weights into (``self.q_next.load_state_dict(
+        self.q_eval.state_dict())``, a DQN's target network whatever its name), whose own
+        optimizer it never steps (``self.q_next.optimizer.step()``) and whose parameters it
+        never reads (an A3C worker's local net hands its gradients to the global one)."""
+        memo = self.analysis.module_scope._memo
+        if "tl201_synced" not in memo:
+            copies, stepped = set(), set()
+            if self.analysis.may_contain("load_state_dict"):
+                statements = [stmt for listed in self.analysis.statements_by_type.values() for stmt, _ in listed]
+                for stmt in statements:
+                    for call in self.analysis.calls_in(stmt):
+                        func = call.func
+                        if type(func) is not cst.Attribute:
+                            continue
+                        if func.attr.value == "load_state_dict" and call.args:
+                            source = call.args[0].value
+                            if type(source) is cst.Call and call_name(source) == "deepcopy" and source.args:
+                                source = source.args[0].value
+                            source_key = dotted_name(source.func.value) if type(source) is cst.Call \
+                                and type(source.func) is cst.Attribute and source.func.attr.value == "state_dict" else None
+                            target_key = dotted_name(func.value)
+                            if source_key and target_key and source_key != target_key:
+                                copies.add(target_key)
+                        elif func.attr.value == "step":
+                            stepped.add(dotted_name(func.value) or "")
+                        elif func.attr.value in ("parameters", "named_parameters"):
+                            stepped.add(dotted_name(func.value) or "")  # an A3C worker pushes its gradients on
+            memo["tl201_synced"] = {key for key in copies if not any(key_within(optimizer, key) for optimizer in stepped)}
+        return memo["tl201_synced"]
 
     def _switched_to_eval(self, scope) -> set:
         """Models this function or the module's top level switches to eval (``teacher.eval()``)."""
