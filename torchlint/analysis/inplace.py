@@ -9,6 +9,7 @@ from torchlint.analysis.vocabulary import BACKWARD_FUNCTIONS, PARAMETERISED_LAYE
 from torchlint.analysis.syntax import _call_chain, _parameters_owner, _requires_grad_flag, call_arguments, call_name, dotted_name, is_inplace_method, iter_expression_nodes, last_part, storage_base, strip_pass_through, strip_views
 from torchlint.analysis.scopes import Binding, Context, Scope
 from torchlint.analysis.syntax import keyword_argument
+from torchlint.analysis.arguments import passed_arguments
 
 
 class InPlaceQueries:
@@ -273,7 +274,35 @@ class InPlaceQueries:
                     if owner is not None:
                         switches[owner].append((ctx, False))
         self._switches = switches
+        self._helper_switches(switches)
         return switches
+
+    def _helper_switches(self, switches) -> None:
+        """``toggle_grad(model_tgt, False)`` / CycleGAN's ``set_requires_grad(nets, False)``: a
+        function of this module that switches ``requires_grad`` of every parameter of one of its
+        parameters to another of its parameters (``for p in model.parameters():
+        p.requires_grad_(flag)``) switches, at each call, the module the call hands it, as the
+        call's literal says."""
+        for scope in self.scopes.values():
+            if scope.kind != "function" or "requires_grad" not in self.module.code_for_node(scope.node):
+                continue
+            params = [param.name.value for param in (*scope.node.params.posonly_params, *scope.node.params.params)]
+            for stmt, ctx in scope.statements:
+                value = stmt.value if type(stmt) is cst.Expr else None
+                if type(value) is not cst.Call or call_name(value) != "requires_grad_" or type(value.func) is not cst.Attribute \
+                        or type(value.func.value) is not cst.Name or ctx.guard is not None:
+                    continue
+                binding = self.lookup(value.func.value.value, ctx)
+                owner = _parameters_owner(binding.value) if binding is not None and binding.kind == "for" else None
+                flag = call_arguments(value)[0] if call_arguments(value) else None
+                if owner not in params or type(flag) is not cst.Name or flag.value not in params:
+                    continue
+                for call, call_ctx in self.callers_of(scope):
+                    passed = passed_arguments(call, scope)
+                    module, literal = passed.get(owner), passed.get(flag.value)
+                    key = dotted_name(module) if module is not None else None
+                    if key is not None and type(literal) is cst.Name and literal.value in ("True", "False"):
+                        switches[key].append((call_ctx, literal.value == "True"))
 
     def last_backward_order(self, scope: Scope) -> int:
         """Order of the last statement of the scope that calls ``backward()`` (or

@@ -37,7 +37,8 @@ class InplaceOnGradLeaf(InPlaceMutationRule):
     between a forward pass and its `backward()` gives silently wrong gradients, see TL305), for `torch.nn.init.*_` functions (they disable grad themselves), and for
     parameters whose `requires_grad` the module switches off anywhere
     (`ema.requires_grad_(False)`, `p.requires_grad = False`, or any flag that is not a literal
-    `True`). Leaves reached only through calls (`get_weight().add_(1)`), `setattr`, or
+    `True`; also through a helper of the module, `toggle_grad(model_tgt, False)` with `for p in
+    model.parameters(): p.requires_grad_(flag)`). Leaves reached only through calls (`get_weight().add_(1)`), `setattr`, or
     comprehensions are not followed.
     """
 
@@ -110,6 +111,18 @@ class Scale(nn.Module):
         self.gain.clamp_(min=0.0)  # expect: TL301
         return x * self.gain
 """,
+        """\
+def toggle_grad(model, requires_grad):
+    for p in model.parameters():
+        p.requires_grad_(requires_grad)
+
+
+def update_average(model_tgt, model_src, beta):
+    toggle_grad(model_src, False)
+    toggle_grad(model_tgt, True)
+    for p_tgt, p_src in zip(model_tgt.parameters(), model_src.parameters()):
+        p_tgt.copy_(beta * p_tgt + (1.0 - beta) * p_src)  # expect: TL301
+""",
     ]
     VALID = [
         """\
@@ -158,6 +171,18 @@ def init_weights(model):
 ema = copy.deepcopy(model).requires_grad_(False)
 for p_ema, p in zip(ema.parameters(), model.parameters()):
     p_ema.mul_(0.999).add_(p.detach(), alpha=0.001)
+""",
+        """\
+def toggle_grad(model, requires_grad):
+    for p in model.parameters():
+        p.requires_grad_(requires_grad)
+
+
+def update_average(model_tgt, model_src, beta):
+    toggle_grad(model_src, False)
+    toggle_grad(model_tgt, False)  # the target's parameters stop requiring grad
+    for p_tgt, p_src in zip(model_tgt.parameters(), model_src.parameters()):
+        p_tgt.copy_(beta * p_tgt + (1.0 - beta) * p_src)
 """,
     ]
 
