@@ -288,21 +288,38 @@ class InPlaceQueries:
                 continue
             params = [param.name.value for param in (*scope.node.params.posonly_params, *scope.node.params.params)]
             for stmt, ctx in scope.statements:
-                value = stmt.value if type(stmt) is cst.Expr else None
-                if type(value) is not cst.Call or call_name(value) != "requires_grad_" or type(value.func) is not cst.Attribute \
-                        or type(value.func.value) is not cst.Name or ctx.guard is not None:
+                if type(stmt) is cst.Expr and type(stmt.value) is cst.Call and call_name(stmt.value) == "requires_grad_" \
+                        and type(stmt.value.func) is cst.Attribute and call_arguments(stmt.value):
+                    switched, flag = stmt.value.func.value, call_arguments(stmt.value)[0]  # p.requires_grad_(flag)
+                elif type(stmt) is cst.Assign and len(stmt.targets) == 1 and type(stmt.targets[0].target) is cst.Attribute \
+                        and stmt.targets[0].target.attr.value == "requires_grad":
+                    switched, flag = stmt.targets[0].target.value, stmt.value  # p.requires_grad = flag
+                else:
                     continue
-                binding = self.lookup(value.func.value.value, ctx)
+                if type(switched) is not cst.Name or type(flag) is not cst.Name or flag.value not in params:
+                    continue
+                binding = self.lookup(switched.value, ctx)
                 owner = _parameters_owner(binding.value) if binding is not None and binding.kind == "for" else None
-                flag = call_arguments(value)[0] if call_arguments(value) else None
-                if owner not in params or type(flag) is not cst.Name or flag.value not in params:
+                listed = False
+                if owner is not None and owner not in params:
+                    # `for net in nets: for p in net.parameters(): ...`: the nets handed over
+                    outer = self.lookup(owner, binding.ctx)
+                    if outer is None or outer.kind != "for" or outer.element or type(outer.value) is not cst.Name:
+                        continue
+                    owner, listed = outer.value.value, True
+                if owner not in params:
                     continue
                 for call, call_ctx in self.callers_of(scope):
                     passed = passed_arguments(call, scope)
                     module, literal = passed.get(owner), passed.get(flag.value)
-                    key = dotted_name(module) if module is not None else None
-                    if key is not None and type(literal) is cst.Name and literal.value in ("True", "False"):
-                        switches[key].append((call_ctx, literal.value == "True"))
+                    if module is None or type(literal) is not cst.Name or literal.value not in ("True", "False"):
+                        continue
+                    modules = [element.value for element in module.elements] \
+                        if listed and type(module) in (cst.List, cst.Tuple) else [module]
+                    for each in modules:
+                        key = dotted_name(each)
+                        if key is not None:
+                            switches[key].append((call_ctx, literal.value == "True"))
 
     def last_backward_order(self, scope: Scope) -> int:
         """Order of the last statement of the scope that calls ``backward()`` (or

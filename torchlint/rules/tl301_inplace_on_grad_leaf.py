@@ -184,6 +184,21 @@ def update_average(model_tgt, model_src, beta):
     for p_tgt, p_src in zip(model_tgt.parameters(), model_src.parameters()):
         p_tgt.copy_(beta * p_tgt + (1.0 - beta) * p_src)
 """,
+        """\
+def set_requires_grad(nets, requires_grad=False):
+    if not isinstance(nets, list):
+        nets = [nets]
+    for net in nets:
+        if net is not None:
+            for param in net.parameters():
+                param.requires_grad = requires_grad
+
+
+def update_average(model_tgt, model_src, beta):
+    set_requires_grad([model_tgt, model_src], False)
+    for p_tgt, p_src in zip(model_tgt.parameters(), model_src.parameters()):
+        p_tgt.copy_(beta * p_tgt + (1.0 - beta) * p_src)
+""",
     ]
 
     def check_mutation(self, node, ctx: Context) -> None:
