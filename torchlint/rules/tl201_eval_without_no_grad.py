@@ -250,7 +250,9 @@ class EvalWithoutNoGrad(Rule):
     retry loop (`while retries:`), unless the function itself switched that very model to
     `.eval()` and uses the result (`model.eval(); output = model(img)`: an inference entry
     point; not in tests, functions or classes named for exporting, tracing or profiling, or
-    modules that ask for input gradients). A function named like evaluation stops being evaluation
+    modules that ask for input gradients; in a class, only the methods joined to the one that
+    asks, by calls on `self` or through the attribute it makes require grad: a WGAN-GP
+    trainer's gradient penalty leaves its sampler reported). A function named like evaluation stops being evaluation
     code at its first `.train()` (`.train(flag)` with a variable switches nothing that can be
     known). A training call on the other branch of the `if` that switched to `.eval()`
     (`if train: model.train() else: model.eval()` … `if train: loss.backward()`) does not make
@@ -1389,6 +1391,30 @@ class Agent:
         loss.backward()
         self.q_eval.optimizer.step()
 """,
+        """\
+class WGANGP:
+    def __init__(self):
+        self.G = nn.Sequential(nn.Linear(100, 1024), nn.Tanh())
+        self.D = nn.Sequential(nn.Linear(1024, 1))
+
+    def gradient_penalty(self, real, fake):
+        eta = torch.rand(real.size(0), 1, 1, 1)
+        interpolated = (eta * real + (1 - eta) * fake).requires_grad_(True)
+        scores = self.D(interpolated)
+        gradients = torch.autograd.grad(scores.sum(), interpolated, create_graph=True)[0]
+        return ((gradients.norm(2, dim=1) - 1) ** 2).mean()
+
+    def train_step(self, real, z, d_optimizer):
+        fake = self.G(z)
+        loss = self.D(fake).mean() - self.D(real).mean() + 10 * self.gradient_penalty(real, fake)
+        d_optimizer.zero_grad()
+        loss.backward()
+        d_optimizer.step()
+
+    def generate_img(self, z, n):
+        samples = self.G(z).data.cpu().numpy()[:n]  # expect: TL201
+        return [sample.reshape(32, 32) for sample in samples]
+""",
     ]
     VALID = [
         """\
@@ -2137,6 +2163,17 @@ def push_and_pull(opt, lnet, gnet, s_, bs, br, gamma):
         gp._grad = lp.grad
     opt.step()
     lnet.load_state_dict(gnet.state_dict())
+""",
+        """\
+class VarianceProbe:
+    def __init__(self, net, points):
+        self.net = net
+        self.points = torch.as_tensor(points)
+        self.points.requires_grad_()  # the operator below differentiates the outputs by the points
+
+    def on_epoch_end(self):
+        outputs = self.net(self.points)
+        self.value = self.operator(self.points, outputs).detach().cpu().numpy()
 """,
     ]
 
@@ -3218,6 +3255,7 @@ def push_and_pull(opt, lnet, gnet, s_, bs, br, gamma):
             # the class freezes parameters or takes input gradients; its other methods' own
             # backward() (an agent's learning step) says nothing about this one
             and _class_takes_gradients(analysis.module.code_for_node(scope.parent.node))
+            and self._joined_to_gradient_methods(scope)
         ):
             return None  # the grad mode is deliberate
         if any(self._lets_graph_out(stmt, ctx, analysis.calls_in(stmt)) for stmt, ctx in own):
@@ -3232,6 +3270,48 @@ def push_and_pull(opt, lnet, gnet, s_, bs, br, gamma):
         if analysis.may_contain(".numpy(") and self._numpy_of_output(forward[0], own):
             return None  # `.numpy()` raises on a tensor that requires grad: the code says no graph is built
         return forward
+
+    def _joined_to_gradient_methods(self, scope) -> bool:
+        """Is the method joined, through calls on ``self``, to a method of its class that takes
+        gradients of inputs or turns ``requires_grad`` on (an attack's ``perturb`` calling
+        ``self.predict``)? A WGAN-GP trainer's ``calculate_gradient_penalty`` says nothing about
+        its ``generate_img`` sampler, which neither calls it nor is called by it. True when the
+        class's code shows no such method on its own (the gradients are taken at class level)."""
+        class_scope = scope.parent
+        analysis = self.analysis
+        memo = class_scope._memo
+        if "tl201_gradient_joined" not in memo:
+            calls: dict[str, set[str]] = {}
+            methods = {}
+            for method, _, call in analysis.class_calls(class_scope):
+                methods[method.name] = method
+                func = call.func
+                if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+                    calls.setdefault(method.name, set()).add(func.attr.value)
+            for method in analysis.scopes.values():
+                if method.kind == "function" and method.parent is class_scope:
+                    methods.setdefault(method.name, method)
+            codes = {name: analysis.module.code_for_node(method.node) for name, method in methods.items()}
+            taking = {name for name, code in codes.items() if _class_takes_gradients(code)}
+            # attributes made to require grad there (`self.x.requires_grad_()`): what reads them joins
+            attributes = {subject for name in taking for subject in _gradient_subjects(codes[name])
+                          if (subject or "").startswith("self.")}
+            taking |= {name for name, code in codes.items()
+                       if any(re.search(re.escape(attribute) + r"\b", code) for attribute in attributes)}
+            down, up = set(taking), set(taking)
+            changed = bool(taking)
+            while changed:  # what they call, and what calls them, transitively (not a caller's other callees)
+                changed = False
+                for name, callees in calls.items():
+                    if name in down and not callees <= down:
+                        down |= callees
+                        changed = True
+                    if name not in up and callees & up:
+                        up.add(name)
+                        changed = True
+            memo["tl201_gradient_joined"] = (down | up) if taking else None
+        joined = memo["tl201_gradient_joined"]
+        return joined is None or scope.name in joined
 
     def _trains_only_elsewhere(self, scope, forward, own) -> bool:
         """Does the function train only through a call (an agent's ``step()`` that runs
@@ -4218,10 +4298,10 @@ def _detached_on_the_spot(stmt, call, analysis) -> bool:
     return False
 
 
-def _class_takes_gradients(code: str) -> bool:
-    """Does a class's code turn requires_grad on for something other than parameters, or
-    call into autograd (input gradients, Jacobians)? A tensor handed to an optimizer
-    (SAC's ``self.log_alpha``) is a parameter whatever its name."""
+def _gradient_subjects(code: str):
+    """What each ``requires_grad`` switch or autograd call in the code is about: the receiver
+    (``self.x.requires_grad_()``), the name a tensor made with ``requires_grad=True`` is bound
+    to, or None (``autograd.grad(...)``, a subject unknown)."""
     for match in CLASS_DELIBERATE_GRAD_RE.finditer(code):
         subject = match.group("receiver")
         if subject is None and match.group(0).startswith("requires_grad"):
@@ -4229,6 +4309,14 @@ def _class_takes_gradients(code: str) -> bool:
             line_start = code.rfind("\n", 0, match.start()) + 1
             bound = ASSIGNED_NAME_RE.match(code, line_start)
             subject = bound.group(1) if bound else None
+        yield subject
+
+
+def _class_takes_gradients(code: str) -> bool:
+    """Does a class's code turn requires_grad on for something other than parameters, or
+    call into autograd (input gradients, Jacobians)? A tensor handed to an optimizer
+    (SAC's ``self.log_alpha``) is a parameter whatever its name."""
+    for subject in _gradient_subjects(code):
         if subject is None:
             return True
         if PARAMETER_WORDS.intersection(name_words(last_part(subject.rstrip("]").split("[")[0]))):
