@@ -24,7 +24,9 @@ def main(model, batch):
     moved = SRCNN().to("cuda")
     batch_on_device = Batch(batch).to("cuda")
     plain = SRCNN()
-    use(compiled_lambda, compiled_function, compiled_model, loaded, moved, batch_on_device, plain)
+    actor, critic = nn.Linear(4, 2), nn.Linear(6, 1)
+    first, second = make_pair()
+    use(compiled_lambda, compiled_function, compiled_model, loaded, moved, batch_on_device, plain, actor, critic, first)
 """
 
 
@@ -44,6 +46,9 @@ def _evidence():
     ("moved", True),  # an instance of a class moved to a device: only modules and tensors move
     ("batch_on_device", False),  # a data container moves too, and is no model
     ("plain", False),  # an instance of an unknown class, by itself: no evidence
+    ("actor", True),  # `actor, critic = nn.Linear(...), nn.Linear(...)`: the tuple's elements
+    ("critic", True),
+    ("first", False),  # unpacked from a call: unknown
 ])
 def test_module_by_evidence(name, expected):
     assert _evidence()(name) is expected

@@ -121,9 +121,11 @@ class ModuleQueries:
     def _binding_is_module(self, binding: Binding) -> bool:
         if binding.kind == "param":
             return False
-        if binding.kind != "assign" or binding.element:
+        if binding.kind != "assign":
             return False
-        value = binding.value
+        value = _element_value(binding)
+        if value is None:
+            return False
         if type(value) is cst.IfExp:  # nn.DataParallel(net) if multi_gpu else net
             return self._value_is_module(value.body, binding.ctx) or self._value_is_module(value.orelse, binding.ctx)
         return self._value_is_module(value, binding.ctx)
@@ -154,9 +156,9 @@ class ModuleQueries:
         binding = self.lookup(key, ctx)
         if binding is not None and binding.kind == "param":
             return self._annotated_module(binding) or (key == binding.key and self._handed_a_module(binding))
-        if binding is None or binding.kind != "assign" or binding.element:
+        if binding is None or binding.kind != "assign" or _element_value(binding) is None:
             return False
-        value = strip_pass_through(binding.value)
+        value = strip_pass_through(_element_value(binding))
         if type(value) is cst.Name and key.startswith("self.") and binding.ctx.scope.name == "__init__":
             return self.is_module_by_evidence(value, binding.ctx)  # `self.fn = fn`: what constructions hand it
         if type(value) is not cst.Call and dotted_name(value) == key:
@@ -175,7 +177,7 @@ class ModuleQueries:
             return False
         if self.is_module_factory(value, binding.ctx):
             return True
-        if _moved_instance(binding.value):
+        if _moved_instance(_element_value(binding)):
             return True  # `SRCNN().to(device)`: an instance of a class, moved to a device
         # built by a class that is a module for certain, not one merely named like a model
         # (coremltools' MLModel, sklearn's LinearModel)
@@ -1033,3 +1035,16 @@ def _moved_instance(value) -> bool:
         return False
     name = last_part(dotted_name(value.func) or "")
     return len(name) > 1 and name[0].isupper() and _DATA_CLASS_RE.search(name) is None
+
+
+def _element_value(binding):
+    """The expression a binding gives its name: the whole value, or for ``a, b = A(), B()``
+    the element of a tuple or list literal the name receives; None when unknown (``a, b =
+    make_pair()``)."""
+    value = binding.value
+    for index in binding.element or ():
+        if type(value) not in (cst.Tuple, cst.List) or index >= len(value.elements) \
+                or any(type(element) is cst.StarredElement for element in value.elements):
+            return None
+        value = value.elements[index].value
+    return value

@@ -225,7 +225,8 @@ class EvalWithoutNoGrad(Rule):
     holds for a frozen copy named so (an RL `target` network, a `teacher`) or synced so (a
     DQN's `self.q_next.load_state_dict(self.q_eval.state_dict())`, its own optimizer never
     stepped and its parameters never read), trained by no optimizer built here, run on data in
-    a function that backpropagates (an agent's `learn()`).
+    a function that backpropagates (an agent's `learn()`), also on attached inputs when what it
+    computes is only ever read detached (TD3's `expected_q.detach()`).
 
     ## Why is this bad?
     `model.eval()` only switches dropout and batch norm to inference behaviour; it does not
@@ -1415,6 +1416,32 @@ class WGANGP:
         samples = self.G(z).data.cpu().numpy()[:n]  # expect: TL201
         return [sample.reshape(32, 32) for sample in samples]
 """,
+        """\
+class Critic(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.q = nn.Linear(2 * dim, 1)
+
+    def forward(self, state, action):
+        return self.q(torch.cat([state, action], 1))
+
+
+class TD3Agent:
+    def __init__(self, actor, dim, gamma=0.99):
+        self.actor = actor
+        self.critic, self.critic_target = Critic(dim), Critic(dim)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters())
+        self.gamma = gamma
+
+    def update(self, state, action, reward, next_state, noise):
+        next_action = self.actor(next_state) + noise  # attached: the actor's graph
+        next_q = self.critic_target(next_state, next_action)  # expect: TL201
+        expected_q = reward + self.gamma * next_q
+        loss = F.mse_loss(self.critic(state, action), expected_q.detach())
+        self.critic_optimizer.zero_grad()
+        loss.backward()
+        self.critic_optimizer.step()
+""",
     ]
     VALID = [
         """\
@@ -2175,6 +2202,32 @@ class VarianceProbe:
         outputs = self.net(self.points)
         self.value = self.operator(self.points, outputs).detach().cpu().numpy()
 """,
+        """\
+class Critic(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.q = nn.Linear(2 * dim, 1)
+
+    def forward(self, state, action):
+        return self.q(torch.cat([state, action], 1))
+
+
+class TD3Agent:
+    def __init__(self, actor, dim, gamma=0.99):
+        self.actor = actor
+        self.critic, self.critic_target = Critic(dim), Critic(dim)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters())
+        self.gamma = gamma
+
+    def update(self, state, action, reward, next_state, noise):
+        next_action = self.actor(next_state) + noise  # attached: the actor's graph
+        next_q = self.critic_target(next_state, next_action)
+        expected_q = reward + self.gamma * next_q
+        loss = F.mse_loss(self.critic(state, action), expected_q)  # backward goes through the target
+        self.critic_optimizer.zero_grad()
+        loss.backward()
+        self.critic_optimizer.step()
+""",
     ]
 
     def visit_FunctionDef(self, node, ctx: Context) -> None:
@@ -2493,8 +2546,10 @@ class VarianceProbe:
                 target = call.func.value if type(call.func) is cst.Attribute and call.func.attr.value == "forward" else call.func
                 if dotted_name(target) in candidates and self._is_module_call(call, ctx) \
                         and not (type(stmt) is cst.Expr and stmt.value is call) \
-                        and not any(analysis.is_attached(arg.value, ctx) or analysis.is_grad_leaf(arg.value, ctx)
-                                    for arg in call.args):
+                        and (not any(analysis.is_attached(arg.value, ctx) or analysis.is_grad_leaf(arg.value, ctx)
+                                     for arg in call.args)
+                             # (or what it computes is only ever read detached: `expected_q.detach()`)
+                             or dotted_name(target) in copies and self._only_detached_later(stmt, scope)):
                     # (`vgg(fake)` on a generator's output is a perceptual loss, `model(x_adv)` on an
                     # input optimised through the frozen model an attack: backward goes through it)
                     message = self.FROZEN_MESSAGE if dotted_name(target) in frozen else self.COPY_MESSAGE
@@ -2502,6 +2557,17 @@ class VarianceProbe:
                                 f"run `{dotted_name(target)}` under `with torch.no_grad():`")
                     return True
         return False
+
+    def _only_detached_later(self, stmt, scope) -> bool:
+        """Are the names the statement binds read afterwards only detached, also through locals
+        computed from them (``next_q = target(s2, a2)``, ``expected = r + gamma * next_q``,
+        then only ``expected.detach()``)? Then no backward goes through what it computed."""
+        if type(stmt) is not cst.Assign or not all(type(target.target) is cst.Name for target in stmt.targets):
+            return False
+        names = {target.target.value for target in stmt.targets}
+        own = [(other, ctx) for other, ctx in scope.statements if ctx.scope is scope]
+        index = next((i for i, (other, _) in enumerate(own) if other is stmt), None)
+        return index is not None and self.analysis.only_read_as_data(names, own[index + 1:], derive=2)
 
     def _optimizers_known(self, scope) -> bool:
         """Is every optimizer the function steps one whose construction this module shows?"""
