@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 from torchlint.lazy import cst
+from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.vocabulary import COUNT_WORDS, name_words, NOT_FORWARD_METHOD_RE, BACKWARD_FUNCTIONS, DETACHING_METHODS, GradMode, LOSS_FUNCTIONAL_RE, NON_DIFFERENTIABLE_METHODS, NON_GRAPH_ATTRIBUTES, PASS_THROUGH_BUILTINS, TORCH_NON_DIFFERENTIABLE, TORCH_VALUES_INDICES
 from torchlint.analysis.syntax import _tensor_operand_keys, call_arguments, empty_container, parameter_node, call_name, dotted_name, iter_expression_nodes, last_part, mentioned_keys, training_test
 from torchlint.analysis.scopes import Binding, Context, Scope
@@ -241,7 +242,7 @@ class AttachmentQueries:
             if value is None:
                 return False
             if binding.element and value is binding.value and type(value) is cst.Call:
-                callee = self.called_function(value, ctx)
+                callee = self.called_function(value, ctx) or self._called_instance_method(value, ctx)
                 if callee is not None:  # loss, metrics = self.get_batch_loss_metrics(...)
                     return self.returned_element_attached(callee, binding.element[0], value, ctx) or (
                         self.binding_backpropagated(binding))
@@ -332,6 +333,29 @@ class AttachmentQueries:
         if value is None or (binding.element and value is binding.value):
             return None
         return value
+
+    def _called_instance_method(self, call, ctx: Context):
+        """The ``__call__`` of a class of this module that the call runs on an instance of it
+        (``criterion = SemiLoss()``, then ``criterion(logits, targets)``), or None."""
+        if type(call.func) not in (cst.Name, cst.Attribute):
+            return None
+        class_scope = self.instance_class(call.func, ctx, foreign=False)
+        binding = self.lookup(call.func.value, ctx) if class_scope is None and type(call.func) is cst.Name else None
+        if binding is not None and binding.kind == "param" and binding.ctx.scope.kind == "function":
+            # `train(..., criterion, ...)` whose every caller hands it `train_criterion = SemiLoss()`
+            function = binding.ctx.scope
+            found = set()
+            for caller, caller_ctx in self.callers_of(function):
+                argument = passed_arguments(caller, function).get(binding.key)
+                handed = self.instance_class(argument, caller_ctx, foreign=False) \
+                    if type(argument) in (cst.Name, cst.Attribute) else None
+                found.add(id(handed) if handed is not None else None)
+                class_scope = handed
+            if len(found) != 1 or None in found:
+                class_scope = None
+        if class_scope is None or self._local_class_is_module(class_scope.name, set()):
+            return None  # (a module's call runs its forward, with hooks)
+        return self.method_of(class_scope, "__call__", set(), foreign=False)
 
     def _element_of(self, value, element: tuple[int, ...]):
         """The sub-expression an unpacking target receives, or the whole value when unknown;

@@ -332,6 +332,43 @@ class LocationAttention(nn.Module):
         self.cum_attn = self.cum_attn + weights  # the utterance's own state, read by the next step
         return torch.bmm(weights.unsqueeze(1), memory).squeeze(1)
 """,
+        """\
+class AverageMeter:
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+
+    def update(self, value, n=1):
+        self.sum += value * n
+        self.count += n
+
+
+def ramp_up(epoch, length=10):
+    return float(np.clip(epoch / length, 0.0, 1.0))
+
+
+class SemiLoss:
+    def __init__(self, weight):
+        self.weight = weight
+
+    def __call__(self, outputs, targets, epoch):
+        return F.cross_entropy(outputs, targets), self.weight * ramp_up(epoch)
+
+
+def train(loader, model, optimizer, criterion, epoch):
+    weights = AverageMeter()
+    for x, y in loader:
+        loss, w = criterion(model(x), y, epoch)
+        weights.update(w, x.size(0))  # the ramp-up weight: a float
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def main(loader, model, optimizer, epochs):
+    train_criterion = SemiLoss(75.0)
+    for epoch in range(epochs):
+        train(loader, model, optimizer, train_criterion, epoch)
+""",
     ]
 
     def visit_AugAssign(self, node, ctx: Context) -> None:
