@@ -898,3 +898,46 @@ def test_a_base_too_large_to_analyse_is_read_by_its_text(tmp_path, body, reporte
     padding = "x" * 70_000  # larger than the modules the index analyses
     write(tmp_path, {"base.py": LARGE_BASE.format(padding=padding, body=body), "encoder.py": SUBCLASS_EMBEDDING})
     assert ((8, "TL201") in codes(tmp_path / "encoder.py")) is reported
+
+
+TRAINER_CALLING_BACK = """\
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model, data_iter):
+            self.model = model
+            self.data_iter = data_iter
+
+        def eval(self, evaluate):
+            self.model.eval()
+            results = []
+            for batch in self.data_iter:
+                {guard}
+                    results.append(evaluate(self.model, batch))
+            return results
+    """
+
+CLASSIFY_WITH_CALLBACK = """\
+    from trainer import Trainer
+
+
+    def main(model, data_iter):
+        trainer = Trainer(model, data_iter)
+
+        def evaluate(model, batch):
+            inputs, labels = batch
+            logits = model(inputs)
+            return (logits.argmax(1) == labels).float().mean().item()
+
+        print(trainer.eval(evaluate))
+    """
+
+
+@pytest.mark.parametrize(("guard", "reported"), [
+    ("with torch.no_grad():", False),  # the trainer calls the callback back under no_grad
+    ("if True:", True),
+])
+def test_a_callback_takes_the_grad_mode_of_the_function_it_is_handed_to(tmp_path, guard, reported):
+    write(tmp_path, {"trainer.py": TRAINER_CALLING_BACK.replace("{guard}", guard), "classify.py": CLASSIFY_WITH_CALLBACK})
+    assert ((9, "TL201") in codes(tmp_path / "classify.py")) is reported

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 from torchlint.lazy import cst
+from torchlint.analysis.arguments import passed_arguments
 from torchlint.analysis.vocabulary import GradMode
 from torchlint.analysis.scopes import Context, Scope
 
@@ -46,6 +47,16 @@ class GradModeQueries:
                 ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
             ):
                 disabled = False
+        for ctx, on_self, call, argument in self._callbacks_by_name().get((name, is_method), ()):
+            # a function handed over to be called back runs where it is handed over, unless the
+            # function it is handed to calls it only with grad disabled
+            if ctx.scope is scope or (on_self and not self._related_classes(ctx.scope.class_scope, own_class)):
+                continue
+            found = True
+            if ctx.grad is GradMode.ENABLED and not (
+                ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
+            ) and not self._calls_back_without_grad(call, argument, ctx):
+                disabled = False
         if not found and is_method:
             # no caller here: a project base class that calls it (a predictor's
             # `stream_inference` under `inference_mode` calling `self.inference(im)`) owns its mode
@@ -63,7 +74,6 @@ class GradModeQueries:
         index = self.module_scope._memo.get("calls_by_name")
         if index is None:
             index = self.module_scope._memo["calls_by_name"] = {}
-            functions = {scope.name for scope in self.scopes.values() if scope.kind == "function"}
             for stmt_list in self.statements_by_type.values():
                 for stmt, ctx in stmt_list:
                     for call in self.calls_in(stmt):
@@ -73,19 +83,46 @@ class GradModeQueries:
                             index.setdefault((func.attr.value, True), []).append((ctx, on_self))
                         elif type(func) is cst.Name:
                             index.setdefault((func.value, False), []).append((ctx, False))
-                        # a function handed over to be called back (`self.operate(self._match, q)`,
-                        # `map(score, batches)`) runs, as far as this module shows, where it is handed
-                        # over; not one started in a thread or a process, whose grad mode is its own
-                        if _starts_elsewhere(func):
+        return index
+
+    def _callbacks_by_name(self) -> dict[tuple[str, bool], list]:
+        """(context, on self, call, argument) of every function handed to a call to be called
+        back (`self.operate(self._match, q)`, `trainer.eval(evaluate, path)`), by (name, is a
+        method), as ``_calls_by_name`` has them; not one handed to a thread or a process
+        starter, whose grad mode is its own. Built once."""
+        index = self.module_scope._memo.get("callbacks_by_name")
+        if index is None:
+            index = self.module_scope._memo["callbacks_by_name"] = {}
+            functions = {scope.name for scope in self.scopes.values() if scope.kind == "function"}
+            for stmt_list in self.statements_by_type.values():
+                for stmt, ctx in stmt_list:
+                    for call in self.calls_in(stmt):
+                        if _starts_elsewhere(call.func):
                             continue
                         for arg in call.args:
                             value = arg.value
                             if type(value) is cst.Attribute and value.attr.value in functions \
                                     and type(value.value) is cst.Name and value.value.value == "self":
-                                index.setdefault((value.attr.value, True), []).append((ctx, True))
+                                index.setdefault((value.attr.value, True), []).append((ctx, True, call, value))
                             elif type(value) is cst.Name and value.value in functions:
-                                index.setdefault((value.value, False), []).append((ctx, False))
+                                index.setdefault((value.value, False), []).append((ctx, False, call, value))
         return index
+
+    def _calls_back_without_grad(self, call, argument, ctx: Context) -> bool:
+        """Does the project function the call runs call the function it is handed (as
+        ``argument``) only with grad disabled (``Trainer.eval(self, evaluate, ...)`` running
+        ``evaluate(model, batch)`` under ``torch.no_grad()``, in another module)?"""
+        callee = self.called_function(call, ctx, foreign=True)
+        if callee is None:
+            return False
+        parameter = next((name for name, value in passed_arguments(call, callee).items() if value is argument), None)
+        if parameter is None:
+            return False
+        owner = callee.owner
+        grads = [inner_ctx.grad is not GradMode.ENABLED or owner.all_calls_grad_disabled(callee)
+                 for inner, inner_ctx, _ in owner.scope_calls(callee)
+                 if type(inner.func) is cst.Name and inner.func.value == parameter]
+        return bool(grads) and all(grads)
 
     def _called_with_grad_elsewhere(self, scope: Scope) -> bool:
         """Does a project module that imports this module-level function call it with grad
