@@ -47,7 +47,7 @@ class GradModeQueries:
                 ctx.scope.kind == "function" and self.all_calls_grad_disabled(ctx.scope)
             ):
                 disabled = False
-        for ctx, on_self, call, argument in self._callbacks_by_name().get((name, is_method), ()):
+        for ctx, on_self, call, argument in self._callbacks_by_name().get((name, is_method), ()) if disabled else ():
             # a function handed over to be called back runs where it is handed over, unless the
             # function it is handed to calls it only with grad disabled
             if ctx.scope is scope or (on_self and not self._related_classes(ctx.scope.class_scope, own_class)):

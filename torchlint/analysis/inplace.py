@@ -283,43 +283,45 @@ class InPlaceQueries:
         parameters to another of its parameters (``for p in model.parameters():
         p.requires_grad_(flag)``) switches, at each call, the module the call hands it, as the
         call's literal says."""
-        for scope in self.scopes.values():
-            if scope.kind != "function" or "requires_grad" not in self.module.code_for_node(scope.node):
+        if self.source is not None and "requires_grad" not in self.source:
+            return
+        for stmt, ctx in [*self.statements_by_type.get("Expr", ()), *self.statements_by_type.get("Assign", ())]:
+            scope = ctx.scope
+            if scope.kind != "function":
+                continue
+            if type(stmt) is cst.Expr and type(stmt.value) is cst.Call and call_name(stmt.value) == "requires_grad_" \
+                    and type(stmt.value.func) is cst.Attribute and call_arguments(stmt.value):
+                switched, flag = stmt.value.func.value, call_arguments(stmt.value)[0]  # p.requires_grad_(flag)
+            elif type(stmt) is cst.Assign and len(stmt.targets) == 1 and type(stmt.targets[0].target) is cst.Attribute \
+                    and stmt.targets[0].target.attr.value == "requires_grad":
+                switched, flag = stmt.targets[0].target.value, stmt.value  # p.requires_grad = flag
+            else:
                 continue
             params = [param.name.value for param in (*scope.node.params.posonly_params, *scope.node.params.params)]
-            for stmt, ctx in scope.statements:
-                if type(stmt) is cst.Expr and type(stmt.value) is cst.Call and call_name(stmt.value) == "requires_grad_" \
-                        and type(stmt.value.func) is cst.Attribute and call_arguments(stmt.value):
-                    switched, flag = stmt.value.func.value, call_arguments(stmt.value)[0]  # p.requires_grad_(flag)
-                elif type(stmt) is cst.Assign and len(stmt.targets) == 1 and type(stmt.targets[0].target) is cst.Attribute \
-                        and stmt.targets[0].target.attr.value == "requires_grad":
-                    switched, flag = stmt.targets[0].target.value, stmt.value  # p.requires_grad = flag
-                else:
+            if type(switched) is not cst.Name or type(flag) is not cst.Name or flag.value not in params:
+                continue
+            binding = self.lookup(switched.value, ctx)
+            owner = _parameters_owner(binding.value) if binding is not None and binding.kind == "for" else None
+            listed = False
+            if owner is not None and owner not in params:
+                # `for net in nets: for p in net.parameters(): ...`: the nets handed over
+                outer = self.lookup(owner, binding.ctx)
+                if outer is None or outer.kind != "for" or outer.element or type(outer.value) is not cst.Name:
                     continue
-                if type(switched) is not cst.Name or type(flag) is not cst.Name or flag.value not in params:
+                owner, listed = outer.value.value, True
+            if owner not in params:
+                continue
+            for call, call_ctx in self.callers_of(scope):
+                passed = passed_arguments(call, scope)
+                module, literal = passed.get(owner), passed.get(flag.value)
+                if module is None or type(literal) is not cst.Name or literal.value not in ("True", "False"):
                     continue
-                binding = self.lookup(switched.value, ctx)
-                owner = _parameters_owner(binding.value) if binding is not None and binding.kind == "for" else None
-                listed = False
-                if owner is not None and owner not in params:
-                    # `for net in nets: for p in net.parameters(): ...`: the nets handed over
-                    outer = self.lookup(owner, binding.ctx)
-                    if outer is None or outer.kind != "for" or outer.element or type(outer.value) is not cst.Name:
-                        continue
-                    owner, listed = outer.value.value, True
-                if owner not in params:
-                    continue
-                for call, call_ctx in self.callers_of(scope):
-                    passed = passed_arguments(call, scope)
-                    module, literal = passed.get(owner), passed.get(flag.value)
-                    if module is None or type(literal) is not cst.Name or literal.value not in ("True", "False"):
-                        continue
-                    modules = [element.value for element in module.elements] \
-                        if listed and type(module) in (cst.List, cst.Tuple) else [module]
-                    for each in modules:
-                        key = dotted_name(each)
-                        if key is not None:
-                            switches[key].append((call_ctx, literal.value == "True"))
+                modules = [element.value for element in module.elements] \
+                    if listed and type(module) in (cst.List, cst.Tuple) else [module]
+                for each in modules:
+                    key = dotted_name(each)
+                    if key is not None:
+                        switches[key].append((call_ctx, literal.value == "True"))
 
     def last_backward_order(self, scope: Scope) -> int:
         """Order of the last statement of the scope that calls ``backward()`` (or
