@@ -1442,6 +1442,25 @@ class TD3Agent:
         loss.backward()
         self.critic_optimizer.step()
 """,
+        """\
+class TextClassifier(nn.Module):
+    def __init__(self, vocab, classes):
+        super().__init__()
+        self.embed = nn.EmbeddingBag(vocab, 64)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.fc(self.embed(x))
+
+    def validate(self, val_iterator):
+        self.eval()
+        predictions = []
+        for x, y in val_iterator:
+            y_pred = self.__call__(x)  # expect: TL201
+            predictions.extend(y_pred.argmax(1).tolist())
+        self.train()
+        return predictions
+""",
     ]
     VALID = [
         """\
@@ -4012,7 +4031,7 @@ class TD3Agent:
         if self._runs_model_method(call, ctx):
             return True
         target = call.func
-        if type(target) is cst.Attribute and target.attr.value == "forward":
+        if type(target) is cst.Attribute and target.attr.value in FORWARD_SPELLINGS:
             target = target.value
         target = target.value if type(target) is cst.Subscript else target
         key = dotted_name(target)
@@ -4141,8 +4160,8 @@ class TD3Agent:
 
     def _is_module_call(self, call, ctx: Context) -> bool:
         target = call.func
-        if type(target) is cst.Attribute and target.attr.value == "forward":
-            target = target.value
+        if type(target) is cst.Attribute and target.attr.value in FORWARD_SPELLINGS:
+            target = target.value  # `model.forward(x)`, `self.__call__(x)`
         if call.args and type(target) in (cst.Attribute, cst.Name) \
                 and self.analysis.qualified_name(target) in DATA_PARALLEL_FUNCTIONS:
             target = call.args[0].value  # `nn.parallel.data_parallel(netG, inputs, gpus)` runs netG
@@ -4288,6 +4307,8 @@ def _local_target(target) -> bool:
 FEATURE_WORDS = frozenset({"feature", "features"})
 # At most this many evaluation blocks of one script's top level are reported.
 MAX_SCRIPT_REPORTS = 5
+# Ways of running a module's forward pass by name.
+FORWARD_SPELLINGS = frozenset({"forward", "__call__"})
 DATA_PARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
 
 
