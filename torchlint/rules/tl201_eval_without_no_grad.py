@@ -1461,6 +1461,26 @@ class TextClassifier(nn.Module):
         self.train()
         return predictions
 """,
+        """\
+class ActorCritic(nn.Module):
+    def __init__(self, s_dim, a_dim):
+        super().__init__()
+        self.mu = nn.Linear(s_dim, a_dim)
+        self.sigma = nn.Linear(s_dim, a_dim)
+
+    def forward(self, x):
+        return torch.tanh(self.mu(x)), F.softplus(self.sigma(x)) + 1e-3
+
+    def choose_action(self, s):
+        self.training = False  # the module's own flag, set by hand
+        mu, sigma = self.forward(s)  # expect: TL201
+        return torch.distributions.Normal(mu.data, sigma.data).sample().numpy()
+
+    def loss_func(self, s, a):
+        self.train()
+        mu, sigma = self.forward(s)
+        return -torch.distributions.Normal(mu, sigma).log_prob(a).mean()
+""",
     ]
     VALID = [
         """\
@@ -3214,7 +3234,7 @@ class TD3Agent:
         for stmt, stmt_ctx in scope.statements:
             if stmt_ctx.scope is not scope:
                 continue
-            switch = _mode_switch(stmt)
+            switch = _mode_switch(stmt) or _training_flag_set(stmt)
             if switch is not None and not self._not_a_model(switch[1], stmt_ctx) and not self._posterior_mode_file():
                 switches.append((stmt_ctx.order, switch[0], dotted_name(switch[1])))
                 switch_statements[stmt_ctx.order] = stmt
@@ -3798,7 +3818,7 @@ class TD3Agent:
         switches = scope._memo.get("tl201_switches", {})
         switched = set()
         for start, _ in regions:
-            switch = _mode_switch(switches[start]) if start in switches else None
+            switch = (_mode_switch(switches[start]) or _training_flag_set(switches[start])) if start in switches else None
             if switch is not None and switch[0] == "eval":
                 key = dotted_name(strip_pass_through(switch[1]))
                 if key is not None:
@@ -4226,6 +4246,18 @@ def _mode_switch(stmt):
             return "eval", receiver
         value = value.func.value
     return None
+
+
+def _training_flag_set(stmt):
+    """("eval" or "train", receiver) for ``self.training = False`` / ``True``: a module setting
+    its own mode flag by hand (its layers keep theirs), as an inference method may."""
+    if type(stmt) is not cst.Assign or len(stmt.targets) != 1:
+        return None
+    target, value = stmt.targets[0].target, stmt.value
+    if type(target) is not cst.Attribute or target.attr.value != "training" or type(value) is not cst.Name \
+            or value.value not in ("True", "False"):
+        return None
+    return ("train" if value.value == "True" else "eval"), target.value
 
 
 def _comprehension_calls(stmt, analysis) -> list:
