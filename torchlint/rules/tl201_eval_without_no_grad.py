@@ -255,7 +255,7 @@ class EvalWithoutNoGrad(Rule):
     asks, by calls on `self` or through the attribute it makes require grad: a WGAN-GP
     trainer's gradient penalty leaves its sampler reported). A function named like evaluation stops being evaluation
     code at its first `.train()` (`.train(flag)` with a variable switches nothing that can be
-    known). A training call on the other branch of the `if` that switched to `.eval()`
+    known; `self.training = False` set by hand counts as a switch). A training call on the other branch of the `if` that switched to `.eval()`
     (`if train: model.train() else: model.eval()` … `if train: loss.backward()`) does not make
     the region training. Methods of `nn.Module` subclasses are not evaluation code by name
     (`predict_masks` is part of the model's forward; its caller owns the grad mode), and
