@@ -118,7 +118,7 @@ class ConfigResolver:
         lenient = False  # True once a readable pyproject.toml without a torchlint table was passed
         visited: list[tuple[str, bool]] = []
         result: Settings | ConfigError = self.default
-        for current in _parents(directory):
+        for current in ancestors(directory):
             key = (current, lenient)
             if key in self._directories:
                 result = self._directories[key]
@@ -186,7 +186,8 @@ def _common_directory(paths: Sequence[str]) -> str:
         return os.getcwd()
 
 
-def _parents(directory: str) -> Iterable[str]:
+def ancestors(directory: str) -> Iterable[str]:
+    """The directory, its parent, and so on up to the filesystem's root."""
     while True:
         yield directory
         parent = os.path.dirname(directory)

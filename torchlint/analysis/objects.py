@@ -245,12 +245,9 @@ class ModuleQueries:
             for scope in [self.module_scope, *self.scopes.values()]:
                 if scope.kind == "class":
                     continue
-                for stmt, ctx in scope.statements:
-                    if ctx.scope is not scope:
-                        continue
-                    for call in self.calls_in(stmt):
-                        if type(call.func) is cst.Name and call.func.value in self.local_classes:
-                            index.setdefault(call.func.value, []).append((call, ctx))
+                for call, ctx, _ in self.scope_calls(scope, foreign=False):  # (the walk callers_of shares)
+                    if type(call.func) is cst.Name and call.func.value in self.local_classes:
+                        index.setdefault(call.func.value, []).append((call, ctx))
         return index.get(class_name, [])
 
     def _module_value(self, value, ctx: Context) -> bool:

@@ -23,6 +23,8 @@ import re
 import time
 from collections import OrderedDict
 
+from torchlint.config import ancestors
+
 MAX_MODULES = 64
 MAX_HOPS = 3
 LOCATE_SECONDS = 5.0  # how long where an import leads is remembered
@@ -132,7 +134,7 @@ class Project:
         directory = os.path.dirname(os.path.abspath(importer))
         root = self._root(directory)
         found = []
-        for current in _ancestors(directory):
+        for current in ancestors(directory):
             found.append(current)
             if current == root or len(found) > 8:
                 break
@@ -142,7 +144,7 @@ class Project:
             return found
         # no project marker (an unpacked wheel, a copied folder): the directory that holds the
         # top-level package of the importer, as Python's own import path would have it
-        for top in _ancestors(directory):
+        for top in ancestors(directory):
             if not self._is_file(os.path.join(top, "__init__.py")):
                 break
         return found[:2] if top in found[:2] else [*found[:2], top]
@@ -535,16 +537,6 @@ class Project:
         if target is None or len(attributes) != 1:
             return None
         return target.module_definition(attributes[0], hops + 1)
-
-
-def _ancestors(directory: str):
-    """The directory, its parent, and so on up to the filesystem's root."""
-    while True:
-        yield directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return
-        directory = parent
 
 
 _PROJECT = Project()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from torchlint.config import ConfigError, ConfigResolver, Layer, ignored_for, select_rules
+from torchlint.config import ConfigError, ConfigResolver, Layer, ancestors, ignored_for, select_rules
 from torchlint.engine import NOQA_RE, lint_source, source_lines
 from torchlint.violation import INVALID_FILE_CODE, Violation
 
@@ -84,7 +84,7 @@ class Configurations:
         """The configuration files the resolver reads for a file in ``directory`` (``--config``,
         else every ``pyproject.toml`` above it), each with its stat, None where there is none."""
         candidates = [self.config_file] if self.config_file else [
-            os.path.join(parent, "pyproject.toml") for parent in _parents(directory)
+            os.path.join(parent, "pyproject.toml") for parent in ancestors(directory)
         ]
         states: dict[str, tuple | None] = {}
         for candidate in candidates:
@@ -95,15 +95,6 @@ class Configurations:
                 continue
             states[candidate] = (status.st_mtime_ns, status.st_ctime_ns, status.st_size, status.st_ino)
         return states
-
-
-def _parents(directory: str):
-    while True:
-        yield directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return
-        directory = parent
 
 
 def lint_text(text: str, path: str, configurations: Configurations) -> list[Violation]:
