@@ -1531,11 +1531,10 @@ class Variance(nn.Module):
                 return self._activation_type(self.analysis.parameter_default(binding), depth + 1, binding.ctx)
         return None
 
-    def _project_block(self, constructor, depth: int) -> tuple[str, bool] | None:
-        """(op, True) for a module class of the project (this file or another) whose
-        ``forward`` returns, on every path, the output of an output-saving op: a
-        ``ConvBNReLU`` block ending in ``self.relu(...)``. Adding into its output in place
-        (``out = self.block(x); out += identity``) changes what that activation saved."""
+    def _project_forward(self, constructor, depth: int):
+        """(class, its ``forward``, this rule in the terms of the class's module) for a module
+        class of the project (this file or another) that ``constructor`` builds; None when it is
+        not one, has no ``forward`` torchlint can read, or the chain of blocks is too deep."""
         analysis = self.analysis
         class_scope = analysis.class_named(constructor.func) if depth < MAX_ALIAS_DEPTH else None
         if class_scope is None:
@@ -1544,10 +1543,22 @@ class Variance(nn.Module):
         if not owner._local_class_is_module(class_scope.name, set()):
             return None
         forward = owner.method_of(class_scope, "forward", set())
-        values = owner.returned_return_values(forward) if forward is not None else []
+        if forward is None:
+            return None
+        return class_scope, forward, self if owner is analysis else type(self)(owner, [], self.options)
+
+    def _project_block(self, constructor, depth: int) -> tuple[str, bool] | None:
+        """(op, True) for a module class of the project (this file or another) whose
+        ``forward`` returns, on every path, the output of an output-saving op: a
+        ``ConvBNReLU`` block ending in ``self.relu(...)``. Adding into its output in place
+        (``out = self.block(x); out += identity``) changes what that activation saved."""
+        block = self._project_forward(constructor, depth)
+        if block is None:
+            return None
+        class_scope, forward, rule = block
+        values = rule.analysis.returned_return_values(forward)
         if not values:
             return None
-        rule = self if owner is analysis else type(self)(owner, [], self.options)
         for value, ctx in values:
             value = strip_views(value, through_detach=True)
             if type(value) is cst.Call:
@@ -1797,21 +1808,14 @@ class Variance(nn.Module):
         """Does the module class of the project (this file or another) that ``constructor``
         builds save its input: the first op its ``forward`` runs on its input is one that saves
         it (``self.norm(x)``, ``self.proj(x)``, ``x @ self.w``), in that class's own terms?"""
-        analysis = self.analysis
-        class_scope = analysis.class_named(constructor.func) if depth < MAX_ALIAS_DEPTH else None
-        if class_scope is None:
+        block = self._project_forward(constructor, depth)
+        if block is None:
             return False
-        owner = class_scope.owner
-        if not owner._local_class_is_module(class_scope.name, set()):
-            return False
-        forward = owner.method_of(class_scope, "forward", set())
-        if forward is None:
-            return False
+        class_scope, forward, rule = block
         params = [*forward.node.params.posonly_params, *forward.node.params.params][1:]
         if not params:
             return False
         name = params[0].name.value
-        rule = self if owner is analysis else type(self)(owner, [], self.options)
         for stmt, ctx in forward.statements:
             if ctx.scope is not forward:
                 continue
